@@ -1,0 +1,134 @@
+"""One vector-env interface for every backend, with real episode statistics.
+
+Backends are gymnasium ``VectorEnv`` objects in *same-step* autoreset mode (ale-py's
+C++ ``AtariVectorEnv`` and gymnasium's ``SyncVectorEnv`` both offer it): when an
+episode ends, ``step`` returns the first observation of the next one and the last
+observation in ``info["final_obs"]``. :class:`VecEnv` adds what training needs:
+
+* ``terminated`` for learning may include a lost life (``episodic_life``), while the
+  game itself goes on; ``done`` says the game really ended and was reset;
+* rewards are clipped to [-1, 1] for learning if asked, while the episode score
+  handed to the trainer stays the real, unclipped game score across all lives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["Step", "VecEnv"]
+
+
+class Step(NamedTuple):
+    """What one vector step returns. Arrays have ``num_envs`` rows."""
+
+    obs: np.ndarray
+    """Next observations; for envs with ``done`` the first observation after the reset."""
+    reward: np.ndarray
+    """float32 learning reward (clipped when ``clip_rewards``)."""
+    terminated: np.ndarray
+    """bool: no bootstrapping past this step (game over, or a life lost with episodic_life)."""
+    truncated: np.ndarray
+    """bool: the episode was cut by a time limit; bootstrap from ``final_obs``."""
+    done: np.ndarray
+    """bool: the episode really ended here and the env was reset."""
+    final_obs: np.ndarray
+    """Last observation of the ended episode in rows where ``done``; ``obs`` elsewhere."""
+    episode_return: np.ndarray
+    """float64 unclipped game score of the episode that ended (rows where ``done``)."""
+    episode_length: np.ndarray
+    """int64 env steps of the episode that ended (rows where ``done``)."""
+
+
+class VecEnv:
+    """Wraps a same-step-autoreset gymnasium ``VectorEnv`` (see module docstring)."""
+
+    def __init__(
+        self,
+        env: gym.vector.VectorEnv,
+        *,
+        clip_rewards: bool = False,
+        episodic_life: bool = False,
+        name: str = "",
+    ) -> None:
+        self.env = env
+        self.name = name
+        self.num_envs = env.num_envs
+        self.single_observation_space = env.single_observation_space
+        self.single_action_space = env.single_action_space
+        self.clip_rewards = clip_rewards
+        self.episodic_life = episodic_life
+        self._score = np.zeros(self.num_envs, dtype=np.float64)
+        self._length = np.zeros(self.num_envs, dtype=np.int64)
+        self._lives: np.ndarray | None = None
+
+    @property
+    def num_actions(self) -> int:
+        space = self.single_action_space
+        if not isinstance(space, gym.spaces.Discrete):
+            raise TypeError(f"rlamd's agents need a discrete action space, got {space}")
+        return int(space.n)
+
+    def reset(self, seed: int | None = None) -> np.ndarray:
+        obs, info = self.env.reset(seed=seed)
+        self._score[:] = 0.0
+        self._length[:] = 0
+        self._lives = self._read_lives(info)
+        return obs
+
+    @staticmethod
+    def _read_lives(info: dict[str, Any]) -> np.ndarray | None:
+        lives = info.get("lives")
+        return None if lives is None else np.asarray(lives, dtype=np.int64).copy()
+
+    def step(self, actions: np.ndarray) -> Step:
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        reward = np.asarray(reward, dtype=np.float64)
+        terminated = np.asarray(terminated, dtype=bool)
+        truncated = np.asarray(truncated, dtype=bool)
+        done = terminated | truncated
+        self._score += reward
+        self._length += 1
+        ep_return = np.where(done, self._score, 0.0)
+        ep_length = np.where(done, self._length, 0)
+        self._score[done] = 0.0
+        self._length[done] = 0
+
+        final_obs = obs
+        if done.any():
+            final_obs = obs.copy()
+            finals = info["final_obs"]
+            for i in np.flatnonzero(done):
+                final_obs[i] = finals[i]
+
+        learn_terminated = terminated
+        lives = self._read_lives(info)
+        if self.episodic_life and lives is not None and self._lives is not None:
+            # A life lost (game not over) ends the episode for learning only. After a
+            # reset `lives` is the new game's count, so `done` rows are excluded.
+            lost = (lives < self._lives) & ~done
+            learn_terminated = terminated | lost
+        self._lives = lives
+
+        learn_reward = np.clip(reward, -1.0, 1.0) if self.clip_rewards else reward
+        return Step(
+            obs=obs,
+            reward=learn_reward.astype(np.float32),
+            terminated=learn_terminated,
+            truncated=truncated & ~terminated,
+            done=done,
+            final_obs=final_obs,
+            episode_return=ep_return,
+            episode_length=ep_length,
+        )
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> VecEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

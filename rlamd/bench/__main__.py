@@ -1,0 +1,30 @@
+"""``python -m rlamd.bench [SUITE ...] [--quick]``: run benchmark suites and print tables."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+SUITES = ("env",)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rlamd.bench", description=__doc__)
+    p.add_argument("suites", nargs="*", default=list(SUITES), help=f"any of: {', '.join(SUITES)}")
+    p.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    args = p.parse_args(argv)
+    for s in args.suites:
+        if s not in SUITES:
+            p.error(f"unknown suite '{s}'; accepted: {', '.join(SUITES)}")
+    torch.set_num_threads(max(1, torch.get_num_threads()))
+    if "env" in args.suites:
+        from .env import run_env_suite
+
+        run_env_suite(steps=100 if args.quick else 400, repeats=3 if args.quick else 5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

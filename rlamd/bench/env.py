@@ -1,0 +1,76 @@
+"""Env steps/s of ``make_env`` against raw ``ale_py.vector_env.AtariVectorEnv``.
+
+The raw C++ vector env is the ceiling: rlamd's pipeline adds episode bookkeeping,
+life-loss detection and reward clipping on top, and must keep >= 0.9 of its speed.
+Both run the same game with the same preprocessing, in the same process, alternately.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .common import Figure, measure, print_table
+
+__all__ = ["run_env_suite"]
+
+
+def _raw(game: str, n: int):
+    from ale_py.vector_env import AtariVectorEnv
+
+    from rlamd.envs import AtariConfig
+
+    cfg = AtariConfig()
+    return AtariVectorEnv(
+        game,
+        n,
+        num_threads=0,
+        autoreset_mode="SameStep",
+        noop_max=cfg.noop_max,
+        frameskip=cfg.frame_skip,
+        stack_num=cfg.frame_stack,
+        reward_clipping=False,
+        episodic_life=False,
+    )
+
+
+def run_env_suite(
+    game: str = "breakout",
+    env_counts: tuple[int, ...] = (8, 16),
+    steps: int = 400,
+    repeats: int = 5,
+) -> list[Figure]:
+    """Measure and print env steps/s for raw ALE and rlamd's ``make_env``."""
+    from rlamd.envs import AtariConfig, make_env
+
+    figures: list[Figure] = []
+    rows = []
+    for n in env_counts:
+        raw = _raw(game, n)
+        ours = make_env(game, num_envs=n, atari=AtariConfig(num_threads=0))
+        # Same thread count for both: ALE's default of 0 lets the C++ env pick.
+        raw.reset(seed=0)
+        ours.reset(seed=0)
+        rng = np.random.default_rng(0)
+        actions = [rng.integers(0, 4, n) for _ in range(steps)]
+
+        def run_raw(env=raw, actions=actions) -> int:
+            for a in actions:
+                env.step(a)
+            return len(actions) * len(actions[0])
+
+        def run_ours(env=ours, actions=actions) -> int:
+            for a in actions:
+                env.step(a)
+            return len(actions) * len(actions[0])
+
+        f_raw = measure(f"env/raw_ale/{n}", "env steps/s", run_raw, repeats=repeats, num_envs=n)
+        f_ours = measure(f"env/rlamd/{n}", "env steps/s", run_ours, repeats=repeats, num_envs=n)
+        ratio = f_ours.median / f_raw.median
+        f_ours.meta["ratio_to_raw"] = ratio
+        figures += [f_raw, f_ours]
+        rows.append((str(n), f"{f_raw.median:,.0f}", f"{f_ours.median:,.0f}", f"{ratio:.3f}"))
+        raw.close()
+        ours.close()
+    print(f"\nenv: {game}, env steps/s (median of {repeats}, {steps} vector steps each)")
+    print_table(rows, ("num_envs", "raw AtariVectorEnv", "rlamd make_env", "ratio"))
+    return figures
