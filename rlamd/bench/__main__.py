@@ -7,13 +7,14 @@ import sys
 
 import torch
 
-SUITES = ("env",)
+SUITES = ("env", "replay")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlamd.bench", description=__doc__)
     p.add_argument("suites", nargs="*", default=list(SUITES), help=f"any of: {', '.join(SUITES)}")
     p.add_argument("--quick", action="store_true", help="fewer steps and repeats")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N]")
     args = p.parse_args(argv)
     for s in args.suites:
         if s not in SUITES:
@@ -23,6 +24,16 @@ def main(argv: list[str] | None = None) -> int:
         from .env import run_env_suite
 
         run_env_suite(steps=100 if args.quick else 400, repeats=3 if args.quick else 5)
+    if "replay" in args.suites:
+        from rlamd.device import resolve_device
+
+        from .replay import run_replay_suite
+
+        run_replay_suite(
+            iters=50 if args.quick else 200,
+            repeats=3 if args.quick else 5,
+            device=resolve_device(args.device),
+        )
     return 0
 
 

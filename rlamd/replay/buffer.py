@@ -1,0 +1,183 @@
+"""Replay buffers: a :class:`TransitionStorage` composed with a sampler.
+
+Example:
+    >>> import torch
+    >>> from rlamd.replay import PrioritizedReplayBuffer
+    >>> buf = PrioritizedReplayBuffer(100_000, num_envs=8, obs_shape=(4, 84, 84),
+    ...                               obs_dtype=torch.uint8, frame_stack=4, n_step=3)
+    >>> # buf.add(obs, actions, rewards, terminated, done, final_obs) once per env step
+    >>> # batch = buf.sample(32, beta=0.4); ...; buf.update_priorities(batch.indices, td)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+from .samplers import PrioritizedSampler, UniformSampler
+from .storage import TransitionStorage
+
+__all__ = ["PrioritizedReplayBuffer", "ReplayBatch", "ReplayBuffer"]
+
+
+class ReplayBatch(NamedTuple):
+    """A sampled batch; every field is a device tensor with ``batch_size`` rows."""
+
+    obs: torch.Tensor
+    """Observations (uint8 stacks for Atari)."""
+    actions: torch.Tensor
+    """int64 actions taken."""
+    returns: torch.Tensor
+    """n-step discounted rewards, float32."""
+    next_obs: torch.Tensor
+    """Observation to bootstrap from, after the steps taken."""
+    discounts: torch.Tensor
+    """gamma^m for the m steps taken; 0 where the episode terminated (no bootstrap)."""
+    weights: torch.Tensor
+    """Importance-sampling weights (1 for uniform replay)."""
+    indices: torch.Tensor
+    """Record indices, for :meth:`PrioritizedReplayBuffer.update_priorities`."""
+
+
+class ReplayBuffer:
+    """Uniform replay over a device-resident :class:`TransitionStorage`.
+
+    Args:
+        capacity: transitions kept (over all envs).
+        num_envs: envs writing one row each per :meth:`add`.
+        obs_shape, obs_dtype: one env's observation.
+        frame_stack: store only the newest of ``k`` stacked frames (Atari: 4).
+        num_actions: size of the discrete action space.
+        n_step, gamma: n-step returns.
+        device: where everything lives (default: the CPU; pass the learner's device).
+        seed: seeds the buffer's own generator.
+        backend: segment-tree backend (``auto``: numba on the CPU, torch elsewhere).
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_envs: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype = torch.float32,
+        *,
+        frame_stack: int = 1,
+        num_actions: int = 256,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        device: torch.device | str = "cpu",
+        seed: int = 0,
+        backend: str = "auto",
+    ) -> None:
+        self.storage = TransitionStorage(
+            capacity, num_envs, obs_shape, obs_dtype, frame_stack=frame_stack,
+            num_actions=num_actions, n_step=n_step, gamma=gamma, device=device,
+        )  # fmt: skip
+        self.device = self.storage.device
+        self.sampler = self._make_sampler(backend)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(seed)
+
+    def _make_sampler(self, backend: str) -> UniformSampler:
+        return UniformSampler(self.storage.capacity, device=self.device, backend=backend)
+
+    def __len__(self) -> int:
+        """Transitions that can be sampled now."""
+        return self.storage.size
+
+    @property
+    def capacity(self) -> int:
+        return self.storage.capacity
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        done: np.ndarray,
+        final_obs: np.ndarray | None = None,
+    ) -> None:
+        """Store one vector-env step (see :meth:`TransitionStorage.add`)."""
+        retired, activated = self.storage.add(obs, actions, rewards, terminated, done, final_obs)
+        self.sampler.activate(
+            torch.from_numpy(retired).to(self.device, non_blocking=True),
+            torch.from_numpy(activated).to(self.device, non_blocking=True),
+        )
+
+    def _draw(self, batch_size: int, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.sampler.sample(batch_size, self.generator, len(self), **kwargs)
+
+    def sample(self, batch_size: int, **kwargs) -> ReplayBatch:
+        """Draw ``batch_size`` transitions; no host synchronisation.
+
+        Raises:
+            ValueError: ``batch_size`` < 1 or more than the transitions stored.
+        """
+        if batch_size < 1 or batch_size > len(self):
+            raise ValueError(
+                f"cannot sample batch_size={batch_size}: the buffer holds {len(self)} "
+                f"sampleable transitions; accepted: 1 to {len(self)}"
+            )
+        idx, weights = self._draw(batch_size, **kwargs)
+        st = self.storage
+        win = st.window(idx)
+        both = st.stacks(torch.cat([idx, win.next_index]))
+        return ReplayBatch(
+            obs=both[:batch_size],
+            actions=st.actions[idx].long(),
+            returns=win.returns,
+            next_obs=both[batch_size:],
+            discounts=win.discounts,
+            weights=weights,
+            indices=idx,
+        )
+
+    def nbytes_per_transition(self) -> float:
+        """Device bytes per stored transition (storage plus sampler trees)."""
+        trees = [self.sampler.tree, getattr(self.sampler, "min_tree", None)]
+        tree_bytes = sum(t.nbytes() for t in trees if t is not None)
+        return self.storage.bytes_per_record() + tree_bytes / self.capacity
+
+    def state_dict(self, include_contents: bool = True) -> dict:
+        """Configuration always; records, priorities and the RNG when ``include_contents``."""
+        state = {"storage": self.storage.state_dict(include_contents)}
+        if include_contents:
+            state["sampler"] = self.sampler.state_dict()
+            state["generator"] = self.generator.get_state()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.storage.load_state_dict(state["storage"])
+        if "sampler" in state:
+            self.sampler.load_state_dict(state["sampler"])
+            self.generator.set_state(state["generator"])
+        else:
+            self.sampler = self._make_sampler(self.sampler.tree.backend)
+
+
+class PrioritizedReplayBuffer(ReplayBuffer):
+    """Proportional prioritized replay (Schaul et al. 2016) on the device.
+
+    Takes :class:`ReplayBuffer`'s arguments plus ``alpha``, ``epsilon`` and ``validate``
+    (see :class:`PrioritizedSampler`). ``beta`` is passed to :meth:`sample` (the caller
+    anneals it).
+    """
+
+    def __init__(self, *args, alpha: float = 0.6, epsilon: float = 1e-6, validate: bool | None = None, **kwargs) -> None:  # fmt: skip
+        self._prio = {"alpha": alpha, "epsilon": epsilon, "validate": validate}
+        super().__init__(*args, **kwargs)
+
+    def _make_sampler(self, backend: str) -> PrioritizedSampler:
+        return PrioritizedSampler(
+            self.storage.capacity, device=self.device, backend=backend, **self._prio
+        )
+
+    def sample(self, batch_size: int, beta: float = 0.4) -> ReplayBatch:  # type: ignore[override]
+        return super().sample(batch_size, beta=beta)
+
+    def update_priorities(self, indices: torch.Tensor, priorities: torch.Tensor) -> None:
+        """Set new priorities (e.g. ``|TD error|``) for sampled ``indices``."""
+        self.sampler.update(indices, priorities)

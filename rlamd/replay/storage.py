@@ -1,0 +1,328 @@
+"""Transition storage on the learner's device, with each frame stored once.
+
+A vector env of ``S`` envs writes ``S`` interleaved streams. Each stream owns a ring of
+``C = capacity // S`` records in one flat tensor (record ``(s, t)`` at ``s*C + t``)::
+
+    stream 0: | f0 a0 r0 | f1 a1 r1 | f2 a2 r2 END | F | f0' a0' r0' FIRST | ...
+    stream 1: | ...
+
+A record holds the newest frame of the observation an action was taken in, the action,
+the reward and flags. Stacks of ``k`` frames are rebuilt at sample time from the ``k``
+records ending at ``t``, with frames from before an episode's FIRST record zeroed (as
+the env does after a reset). ``next_obs`` is the stack ending at the record after the
+n-step window: the next transition's record, or, when the episode ended, an extra FINAL
+record holding the last frame (``final_obs``), so truncated episodes bootstrap
+correctly. Nothing is stored twice, so a 1M-transition Atari replay is ~7.07 GB.
+
+Which records may be sampled is tracked on the host (env flags arrive there anyway) and
+handed to a sampler as index writes; sampling itself runs entirely on the device.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import torch
+
+__all__ = ["TransitionStorage", "Window"]
+
+FIRST, TERMINAL, END, NOT_SAMPLEABLE = 1, 2, 4, 8
+
+
+class Window(NamedTuple):
+    """n-step quantities for a batch of sampled records (all device tensors)."""
+
+    returns: torch.Tensor
+    """sum_j gamma^j r_{t+j} over the steps taken (float32)."""
+    discounts: torch.Tensor
+    """gamma^m, m the steps taken; 0 where the window ended in a terminal."""
+    next_index: torch.Tensor
+    """flat index of the record whose stack is the bootstrap observation."""
+
+
+class TransitionStorage:
+    """Per-stream ring storage; see the module docstring.
+
+    Args:
+        capacity: total records over all streams (> 0).
+        num_streams: envs writing in parallel.
+        obs_shape: one env's observation shape, e.g. ``(4, 84, 84)`` or ``(4,)``.
+        obs_dtype: observation dtype (``torch.uint8`` for Atari).
+        frame_stack: ``k`` > 1 stores only the newest of ``k`` stacked frames
+            (``obs_shape[0] == k``); 1 stores whole observations.
+        num_actions: for the action dtype (uint8 up to 256 actions, else int32).
+        n_step, gamma: n-step return settings.
+        device: where the tensors live.
+    """
+
+    def __init__(
+        self,
+        capacity: int,
+        num_streams: int,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
+        *,
+        frame_stack: int = 1,
+        num_actions: int = 256,
+        n_step: int = 1,
+        gamma: float = 0.99,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if capacity <= 0:
+            raise ValueError(f"capacity={capacity}; accepted: an integer > 0")
+        if num_streams <= 0:
+            raise ValueError(f"num_streams={num_streams}; accepted: an integer > 0")
+        if n_step < 1:
+            raise ValueError(f"n_step={n_step}; accepted: an integer >= 1")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma={gamma}; accepted: a number in [0, 1]")
+        if frame_stack > 1 and (len(obs_shape) < 2 or obs_shape[0] != frame_stack):
+            raise ValueError(
+                f"frame_stack={frame_stack} needs observations shaped (k={frame_stack}, ...); "
+                f"got obs_shape={obs_shape}"
+            )
+        per_stream = capacity // num_streams
+        minimum = n_step + frame_stack + 2
+        if per_stream < minimum:
+            raise ValueError(
+                f"capacity={capacity} gives {per_stream} records per stream for "
+                f"{num_streams} streams; accepted: at least {minimum * num_streams} "
+                f"(n_step + frame_stack + 2 = {minimum} per stream)"
+            )
+        self.device = torch.device(device)
+        self.num_streams, self.per_stream = num_streams, per_stream
+        self.capacity = per_stream * num_streams
+        self.obs_shape, self.obs_dtype = tuple(obs_shape), obs_dtype
+        self.frame_stack, self.n_step, self.gamma = frame_stack, n_step, gamma
+        frame_shape = self.obs_shape[1:] if frame_stack > 1 else self.obs_shape
+        action_dtype = torch.uint8 if num_actions <= 256 else torch.int32
+        dev = self.device
+        self.frames = torch.zeros((self.capacity, *frame_shape), dtype=obs_dtype, device=dev)
+        self.actions = torch.zeros(self.capacity, dtype=action_dtype, device=dev)
+        self.rewards = torch.zeros(self.capacity, dtype=torch.float32, device=dev)
+        self.flags = torch.zeros(self.capacity, dtype=torch.uint8, device=dev)
+        self._gamma_pow = gamma ** torch.arange(n_step + 1, dtype=torch.float32, device=dev)
+        self._steps = torch.arange(n_step, device=dev)
+        self._back = torch.arange(-(frame_stack - 1), 1, device=dev)
+        # Host bookkeeping: ring positions, sampleable records, transitions awaiting
+        # their n-step window, and whether a stream has written its history frames yet.
+        self._base = np.arange(num_streams, dtype=np.int64) * per_stream
+        self._ptr = np.zeros(num_streams, dtype=np.int64)
+        self._active = np.zeros(self.capacity, dtype=bool)
+        self._pending = np.zeros(num_streams, dtype=np.int64)
+        self._started = np.zeros(num_streams, dtype=bool)
+        self._next_first = np.zeros(num_streams, dtype=bool)
+        self.size = 0
+
+    # ------------------------------------------------------------------ writing
+    def bytes_per_record(self) -> int:
+        tensors = (self.frames, self.actions, self.rewards, self.flags)
+        return sum(t[0].numel() * t.element_size() for t in tensors)
+
+    def _claim(self, streams: np.ndarray) -> np.ndarray:
+        """Next record position for each stream in ``streams``; retires what it overwrites."""
+        pos = self._base[streams] + self._ptr[streams]
+        self._ptr[streams] = (self._ptr[streams] + 1) % self.per_stream
+        return pos
+
+    def _write(self, pos: np.ndarray, frames: np.ndarray | torch.Tensor, flags: np.ndarray,
+               actions: np.ndarray | None = None, rewards: np.ndarray | None = None) -> None:  # fmt: skip
+        dev = self.device
+        index = torch.from_numpy(pos).to(dev, non_blocking=True)
+        self.frames.index_copy_(0, index, torch.as_tensor(frames).to(dev, self.obs_dtype))
+        self.flags.index_copy_(0, index, torch.from_numpy(flags.astype(np.uint8)).to(dev))
+        if actions is not None:
+            acts = torch.from_numpy(np.asarray(actions).astype(np.int64)).to(dev)
+            self.actions.index_copy_(0, index, acts.to(self.actions.dtype))
+        if rewards is not None:
+            rew = torch.from_numpy(np.asarray(rewards, dtype=np.float32)).to(dev)
+            self.rewards.index_copy_(0, index, rew)
+
+    def _retire(self, pos: np.ndarray) -> np.ndarray:
+        """Records made unsampleable by writing at ``pos``: ``pos`` itself and the next
+        ``k - 1`` records of the stream, whose stacks reach back into ``pos``."""
+        stream, t = np.divmod(pos, self.per_stream)
+        ahead = (t[:, None] + np.arange(self.frame_stack)) % self.per_stream
+        gone = (stream[:, None] * self.per_stream + ahead).reshape(-1)
+        gone = gone[self._active[gone]]
+        self._active[gone] = False
+        self.size -= gone.size
+        return gone
+
+    def _newest(self, obs: np.ndarray) -> np.ndarray:
+        return obs[:, -1] if self.frame_stack > 1 else obs
+
+    def add(
+        self,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        done: np.ndarray,
+        final_obs: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Store one vector step and return ``(retired, activated)`` flat indices.
+
+        Args:
+            obs: observations the actions were taken in, ``(S, *obs_shape)``.
+            actions, rewards: ``(S,)``.
+            terminated: ``(S,)`` bool, no bootstrapping past this step.
+            done: ``(S,)`` bool, the episode ended and the env was reset.
+            final_obs: ``(S, *obs_shape)``, the last observations of ended episodes (rows
+                where ``done``); needed whenever ``done`` has a True.
+        """
+        S = self.num_streams
+        obs = np.asarray(obs)
+        if obs.shape != (S, *self.obs_shape):
+            raise ValueError(
+                f"obs has shape {obs.shape}; this buffer stores ({S}, {', '.join(map(str, self.obs_shape))})"
+                f" ({S} streams of {self.obs_shape})"
+            )
+        if torch.from_numpy(obs[:1].copy()).dtype != self.obs_dtype:
+            raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
+        for name, arr in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("done", done)):  # fmt: skip
+            if np.shape(arr) != (S,):
+                raise ValueError(f"{name} has shape {np.shape(arr)}; expected ({S},)")
+        done = np.asarray(done, dtype=bool)
+        terminated = np.asarray(terminated, dtype=bool)
+        retired: list[np.ndarray] = []
+        if not self._started.all():
+            # The first time a stream writes, its observation may carry history frames
+            # (e.g. a buffer created mid-episode): store them as unsampleable records.
+            new = np.flatnonzero(~self._started)
+            for j in range(self.frame_stack - 1):
+                pos = self._claim(new)
+                retired.append(self._retire(pos))
+                self._write(pos, obs[new, j], np.full(new.size, NOT_SAMPLEABLE))
+            self._started[new] = True
+
+        all_streams = np.arange(S)
+        pos = self._claim(all_streams)
+        retired.append(self._retire(pos))
+        flags = (
+            np.where(self._next_first, FIRST, 0)
+            | np.where(terminated, TERMINAL, 0)
+            | np.where(done, END, 0)
+        )
+        self._write(pos, self._newest(obs), flags, actions, rewards)
+        self._next_first = done.copy()
+
+        # Transition at p - n has its whole n-step window now; an ended episode
+        # completes every transition still waiting.
+        self._pending += 1
+        ripe = np.flatnonzero(~done & (self._pending > self.n_step))
+        activated = [
+            self._base[ripe] + (pos[ripe] - self._base[ripe] - self.n_step) % self.per_stream
+        ]
+        self._pending[ripe] = self.n_step
+        ended = np.flatnonzero(done)
+        if ended.size:
+            if final_obs is None:
+                raise ValueError("final_obs is required for steps where an episode ended")
+            for s in ended:
+                back = np.arange(self._pending[s])
+                t = (pos[s] - self._base[s] - back) % self.per_stream
+                activated.append(self._base[s] + t)
+            self._pending[ended] = 0
+            fpos = self._claim(ended)
+            retired.append(self._retire(fpos))
+            self._write(
+                fpos,
+                self._newest(np.asarray(final_obs)[ended]),
+                np.full(ended.size, NOT_SAMPLEABLE),
+            )
+        act = np.concatenate(activated)
+        act = act[~self._active[act]]
+        self._active[act] = True
+        self.size += act.size
+        return np.concatenate(retired), act
+
+    # ------------------------------------------------------------------ reading
+    def stacks(self, index: torch.Tensor) -> torch.Tensor:
+        """Observations ending at flat records ``index``: ``(B, *obs_shape)``, on the device."""
+        if self.frame_stack == 1:
+            return self.frames[index]
+        C = self.per_stream
+        stream = torch.div(index, C, rounding_mode="floor")
+        pos = stream[:, None] * C + (index - stream * C)[:, None].add(self._back).remainder(C)
+        frames = self.frames[pos]  # (B, k, H, W)
+        first = (self.flags[pos] & FIRST) > 0
+        # Zero the frames before the last FIRST record of each window.
+        later_first = first.flip(1).cumsum(1).flip(1) - first.to(torch.long)
+        keep = (later_first == 0).to(frames.dtype)
+        return frames * keep.view(*keep.shape, *([1] * (frames.dim() - 2)))
+
+    def window(self, index: torch.Tensor) -> Window:
+        """n-step return, discount and bootstrap record for each flat index (device ops)."""
+        C = self.per_stream
+        stream = torch.div(index, C, rounding_mode="floor")
+        t = index - stream * C
+        pos = stream[:, None] * C + (t[:, None] + self._steps).remainder(C)  # (B, n)
+        flags = self.flags[pos]
+        stop = (flags & (TERMINAL | END)) > 0
+        # Step j counts while no earlier step in the window ended the episode.
+        ended_before = torch.cumsum(stop.to(torch.int32), 1) - stop.to(torch.int32)
+        alive = (ended_before == 0).to(torch.float32)
+        returns = (self.rewards[pos] * alive * self._gamma_pow[:-1]).sum(1)
+        steps = alive.sum(1).to(torch.long)  # m >= 1
+        last = pos.gather(1, (steps - 1)[:, None]).squeeze(1)
+        terminal = (self.flags[last] & TERMINAL) > 0
+        discounts = self._gamma_pow[steps] * (~terminal).to(torch.float32)
+        next_index = stream * C + (t + steps).remainder(C)
+        return Window(returns, discounts, next_index)
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self, include_contents: bool = True) -> dict:
+        state: dict = {
+            "capacity": self.capacity,
+            "num_streams": self.num_streams,
+            "obs_shape": list(self.obs_shape),
+            "frame_stack": self.frame_stack,
+            "n_step": self.n_step,
+            "gamma": self.gamma,
+        }
+        if include_contents:
+            state["contents"] = {
+                "frames": self.frames.cpu(),
+                "actions": self.actions.cpu(),
+                "rewards": self.rewards.cpu(),
+                "flags": self.flags.cpu(),
+                "ptr": torch.from_numpy(self._ptr.copy()),
+                "active": torch.from_numpy(self._active.copy()),
+                "pending": torch.from_numpy(self._pending.copy()),
+                "started": torch.from_numpy(self._started.copy()),
+                "next_first": torch.from_numpy(self._next_first.copy()),
+            }
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        for key in ("capacity", "num_streams", "frame_stack", "n_step"):
+            if state[key] != getattr(self, key):
+                raise ValueError(
+                    f"replay state has {key}={state[key]}, this buffer has {getattr(self, key)}"
+                )
+        if tuple(state["obs_shape"]) != self.obs_shape:
+            raise ValueError(
+                f"replay state has obs_shape={tuple(state['obs_shape'])}, this buffer has {self.obs_shape}"
+            )
+        contents = state.get("contents")
+        if contents is None:  # configuration only: start empty
+            self._ptr[:] = 0
+            self._active[:] = False
+            self._pending[:] = 0
+            self._started[:] = False
+            self._next_first[:] = False
+            self.size = 0
+            return
+        for name in ("frames", "actions", "rewards", "flags"):
+            getattr(self, name).copy_(contents[name].to(self.device))
+        self._ptr[:] = contents["ptr"].numpy()
+        self._active[:] = contents["active"].numpy()
+        self._pending[:] = contents["pending"].numpy()
+        self._started[:] = contents["started"].numpy()
+        self._next_first[:] = contents["next_first"].numpy()
+        self.size = int(self._active.sum())
+
+    def active_indices(self) -> np.ndarray:
+        return np.flatnonzero(self._active)
