@@ -118,7 +118,11 @@ class DeviceInfo:
 
     def summary(self) -> str:
         """One human line, e.g. ``rocm cuda:0 AMD Radeon RX 6800 XT gfx1030 16.0 GiB bf16``."""
-        parts = [self.backend, self.device, self.name]
+        parts = (
+            [self.backend, self.name]
+            if self.backend == "cpu"
+            else [self.backend, self.device, self.name]
+        )
         if self.arch:
             parts.append(self.arch)
         if self.total_memory:

@@ -1,0 +1,235 @@
+"""DQN with Double-Q, a dueling head, n-step returns and prioritized replay.
+
+Papers: Mnih et al. 2015 (DQN, https://doi.org/10.1038/nature14236); van Hasselt et al.
+2016 (Double DQN, https://arxiv.org/abs/1509.06461); Wang et al. 2016 (dueling,
+https://arxiv.org/abs/1511.06581); Schaul et al. 2016 (prioritized replay,
+https://arxiv.org/abs/1511.05952); Hessel et al. 2018 (Rainbow, n-step + the rest,
+https://arxiv.org/abs/1710.02298).
+
+Update for a batch of transitions ``(s, a, G, s', g)`` with n-step return ``G`` and
+discount ``g = gamma^m`` (0 at a termination), importance weights ``w``:
+
+.. math::
+    a^* = \\arg\\max_{a'} Q_\\theta(s', a'),\\quad
+    y = G + g \\, Q_{\\bar\\theta}(s', a^*),\\quad
+    L = \\frac{1}{B}\\sum_i w_i \\, \\mathrm{Huber}(Q_\\theta(s_i, a_i) - y_i)
+
+and ``|Q(s, a) - y|`` becomes the new priority. Everything runs on the device; the
+metrics are accumulated there and read once per log interval (DESIGN.md, rule 2).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from rlamd.precision import Precision, make_optimizer
+from rlamd.replay import ReplayBatch
+
+from .networks import QNetwork
+
+__all__ = ["DQN", "DQNConfig"]
+
+
+@dataclass(frozen=True)
+class DQNConfig:
+    """DQN settings. Defaults are for Atari; `rlamd.train` presets adjust them per env family."""
+
+    buffer_size: int = 1_000_000
+    """Replay capacity in transitions (Mnih et al. 2015; CleanRL dqn_atari)."""
+    batch_size: int = 32
+    """Transitions per update (Mnih et al. 2015)."""
+    lr: float = 1e-4
+    """Adam learning rate (CleanRL dqn_atari)."""
+    adam_eps: float = 1.5e-4
+    """Adam epsilon (Hessel et al. 2018)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    n_step: int = 3
+    """Steps in the return before bootstrapping (Hessel et al. 2018)."""
+    learning_starts: int = 80_000
+    """Env steps of random-ish play before the first update (CleanRL dqn_atari)."""
+    train_frequency: int = 4
+    """Env steps per update (Mnih et al. 2015: one update every 4 agent steps)."""
+    target_update_interval: int = 2_000
+    """Updates between target-network syncs (Hessel et al. 2018: 32K frames = 2K updates)."""
+    tau: float = 1.0
+    """Target update rate: 1.0 copies (hard update), < 1 blends every update (Polyak)."""
+    eps_start: float = 1.0
+    """Initial exploration epsilon."""
+    eps_end: float = 0.01
+    """Final exploration epsilon (CleanRL dqn_atari)."""
+    exploration_fraction: float = 0.10
+    """Fraction of the run over which epsilon decays linearly (CleanRL dqn_atari)."""
+    eval_epsilon: float = 0.05
+    """Epsilon when evaluating (Mnih et al. 2015)."""
+    double_q: bool = True
+    """Choose next actions with the online net, value them with the target (van Hasselt et al. 2016)."""
+    dueling: bool = True
+    """Dueling value/advantage head (Wang et al. 2016)."""
+    prioritized: bool = True
+    """Prioritized replay (Schaul et al. 2016); False samples uniformly."""
+    alpha: float = 0.5
+    """Priority exponent (Hessel et al. 2018)."""
+    beta_start: float = 0.4
+    """Importance-sampling exponent at the start, annealed to beta_end (Schaul et al. 2016)."""
+    beta_end: float = 1.0
+    """Importance-sampling exponent at the end of the run."""
+    priority_eps: float = 1e-6
+    """Added to |TD error| so no transition gets probability 0."""
+    max_grad_norm: float = 10.0
+    """Global gradient-norm clip (Stable-Baselines3 DQN)."""
+    grad_clamp: float = 5.0
+    """Clamp every gradient entry to [-c, c] after clipping (guards fp16 outliers)."""
+    hidden: tuple[int, ...] = (128, 128)
+    """MLP sizes for vector observations (pixels use the Nature CNN)."""
+
+    def __post_init__(self) -> None:
+        positive = (
+            "buffer_size",
+            "batch_size",
+            "n_step",
+            "train_frequency",
+            "target_update_interval",
+        )
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)}; accepted: an integer >= 1")
+        for name in ("gamma", "tau", "eps_start", "eps_end", "exploration_fraction", "eval_epsilon",
+                     "alpha", "beta_start", "beta_end"):  # fmt: skip
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
+        if self.tau == 0.0:
+            raise ValueError("tau=0.0 would never update the target; accepted: (0, 1]")
+        if self.lr <= 0 or self.adam_eps <= 0 or self.priority_eps <= 0:
+            raise ValueError("lr, adam_eps and priority_eps must be > 0")
+        if self.learning_starts < 0:
+            raise ValueError(f"learning_starts={self.learning_starts}; accepted: an integer >= 0")
+
+    def epsilon(self, step: int, total_steps: int) -> float:
+        """Linear decay from eps_start to eps_end over exploration_fraction of the run."""
+        span = max(1.0, self.exploration_fraction * total_steps)
+        frac = min(1.0, step / span)
+        return self.eps_start + frac * (self.eps_end - self.eps_start)
+
+    def beta(self, step: int, total_steps: int) -> float:
+        """Linear anneal from beta_start to beta_end over the whole run."""
+        frac = min(1.0, step / max(1, total_steps))
+        return self.beta_start + frac * (self.beta_end - self.beta_start)
+
+
+class DQN:
+    """The DQN learner and its epsilon-greedy policy (inject the device and precision).
+
+    Args:
+        cfg: settings.
+        obs_shape: one observation's shape (``(4, 84, 84)`` uint8 for Atari).
+        num_actions: discrete actions.
+        device: where the networks live.
+        precision: the clamped mixed-precision helper.
+        seed: seeds the agent's own generator (exploration).
+        compile: wrap the network in ``torch.compile``.
+    """
+
+    def __init__(
+        self,
+        cfg: DQNConfig,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        device: torch.device,
+        precision: Precision,
+        *,
+        seed: int = 0,
+        compile: bool = False,
+    ) -> None:
+        self.cfg, self.device, self.precision = cfg, device, precision
+        self.num_actions = num_actions
+        self.q = QNetwork(obs_shape, num_actions, dueling=cfg.dueling, hidden=cfg.hidden).to(device)
+        self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.params = list(self.q.parameters())
+        self.optimizer = make_optimizer(self.params, cfg.lr, cfg.adam_eps, device)
+        self._q_fn = torch.compile(self.q) if compile else self.q
+        self._target_fn = torch.compile(self.target) if compile else self.target
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.updates = 0
+        # [loss, mean Q, |TD|, grad norm, updates] summed since the last read.
+        self._stats = torch.zeros(5, device=device)
+
+    # ------------------------------------------------------------------ acting
+    @torch.no_grad()
+    def act(self, obs: torch.Tensor, epsilon: float) -> torch.Tensor:
+        """Epsilon-greedy actions for a batch of observations, on the device."""
+        with self.precision.autocast():
+            greedy = self._q_fn(obs).argmax(1)
+        n = obs.shape[0]
+        random = torch.randint(
+            0, self.num_actions, (n,), generator=self.generator, device=self.device
+        )
+        explore = torch.rand(n, generator=self.generator, device=self.device) < epsilon
+        return torch.where(explore, random, greedy)
+
+    # ------------------------------------------------------------------ learning
+    def update(self, batch: ReplayBatch) -> torch.Tensor:
+        """One clamped update; returns |TD error| per row (the new priorities)."""
+        with self.precision.autocast():
+            q_all = self._q_fn(batch.obs)
+            with torch.no_grad():
+                next_target = self._target_fn(batch.next_obs).float()
+                if self.cfg.double_q:
+                    next_a = self._q_fn(batch.next_obs).argmax(1, keepdim=True)
+                    next_q = next_target.gather(1, next_a).squeeze(1)
+                else:
+                    next_q = next_target.max(1).values
+        q = q_all.float().gather(1, batch.actions[:, None]).squeeze(1)
+        y = batch.returns + batch.discounts * next_q
+        td = q - y
+        loss = (batch.weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
+        self.precision.step(loss, self.optimizer, self.params)
+        self.updates += 1
+        self._sync_target()
+        td_abs = td.detach().abs()
+        self._stats += torch.stack(
+            [loss.detach(), q.detach().mean(), td_abs.mean(), self.precision.last_grad_norm.float(),
+             torch.ones((), device=self.device)]
+        )  # fmt: skip
+        return td_abs
+
+    @torch.no_grad()
+    def _sync_target(self) -> None:
+        if self.cfg.tau < 1.0:
+            torch._foreach_lerp_(list(self.target.parameters()), self.params, self.cfg.tau)
+        elif self.updates % self.cfg.target_update_interval == 0:
+            self.target.load_state_dict(self.q.state_dict())
+
+    def read_metrics(self) -> dict[str, float]:
+        """Means since the last read (one host sync; call once per log interval)."""
+        loss, q, td, gn, n = self._stats.tolist()
+        self._stats.zero_()
+        out = {"losses/skipped_updates": float(self.precision.skipped.item())}
+        if n:
+            out.update({"losses/td_loss": loss / n, "losses/q_values": q / n,
+                        "losses/td_abs": td / n, "losses/grad_norm": gn / n})  # fmt: skip
+        return out
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        return {
+            "q": self.q.state_dict(),
+            "target": self.target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "precision": self.precision.state_dict(),
+            "generator": self.generator.get_state(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.q.load_state_dict(state["q"])
+        self.target.load_state_dict(state["target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.precision.load_state_dict(state["precision"])
+        self.generator.set_state(state["generator"])
+        self.updates = int(state["updates"])

@@ -1,0 +1,85 @@
+"""Networks shared by the agents: Nature CNN for pixels, an MLP for vectors, Q heads.
+
+Pixels arrive as ``uint8`` and are scaled to [0, 1] inside the first layer (DESIGN.md,
+rule 3), so the replay and rollout buffers never hold float frames.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+__all__ = ["MLP", "NatureCNN", "QNetwork", "make_torso"]
+
+
+class NatureCNN(nn.Module):
+    """Mnih et al. 2015 (https://doi.org/10.1038/nature14236): 3 conv layers + 512 units."""
+
+    def __init__(self, in_channels: int = 4, features: int = 512, input_hw: tuple[int, int] = (84, 84)) -> None:  # fmt: skip
+        super().__init__()
+        self.convs = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 8, stride=4), nn.ReLU(),
+            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(),
+            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(),
+            nn.Flatten(),
+        )  # fmt: skip
+        with torch.no_grad():
+            flat = self.convs(torch.zeros(1, in_channels, *input_hw)).shape[1]
+        self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU())
+        self.out_features = features
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        x = obs.float() * (1.0 / 255.0) if obs.dtype == torch.uint8 else obs.float()
+        return self.fc(self.convs(x))
+
+
+class MLP(nn.Module):
+    """Tanh-free ReLU MLP for vector observations (CartPole and friends)."""
+
+    def __init__(self, in_features: int, hidden: tuple[int, ...] = (128, 128)) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        last = in_features
+        for h in hidden:
+            layers += [nn.Linear(last, h), nn.ReLU()]
+            last = h
+        self.net = nn.Sequential(*layers)
+        self.out_features = last
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.net(obs.float().flatten(1))
+
+
+def make_torso(obs_shape: tuple[int, ...], hidden: tuple[int, ...] = (128, 128)) -> nn.Module:
+    """Nature CNN for image stacks ``(C, H, W)``, an MLP for anything else."""
+    if len(obs_shape) == 3:
+        return NatureCNN(obs_shape[0], input_hw=(obs_shape[1], obs_shape[2]))
+    return MLP(math.prod(obs_shape), hidden)
+
+
+class QNetwork(nn.Module):
+    """Q(s, .) with an optional dueling head (Wang et al. 2016, https://arxiv.org/abs/1511.06581):
+
+    .. math:: Q(s, a) = V(s) + A(s, a) - \\frac{1}{|A|} \\sum_{a'} A(s, a')
+    """
+
+    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, *, dueling: bool = True,
+                 hidden: tuple[int, ...] = (128, 128)) -> None:  # fmt: skip
+        super().__init__()
+        self.torso = make_torso(obs_shape, hidden)
+        f = self.torso.out_features
+        self.dueling = dueling
+        if dueling:
+            self.value = nn.Linear(f, 1)
+            self.advantage = nn.Linear(f, num_actions)
+        else:
+            self.q = nn.Linear(f, num_actions)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.torso(obs)
+        if not self.dueling:
+            return self.q(h)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)

@@ -1,0 +1,64 @@
+"""The Collector: steps a vector env with a policy on the device (DESIGN.md data flow).
+
+It owns the env and its current observations, makes the one host round trip per env
+step that the env needs (actions to the host, observations to the device), and hands
+finished episodes' real scores to whoever logs them. The same object runs in a single
+process or inside a Ray rollout actor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import torch
+
+from rlamd.envs import Step, VecEnv
+
+__all__ = ["Collector"]
+
+
+class Collector:
+    """Steps ``env`` with actions from a device policy.
+
+    Args:
+        env: the vector env.
+        device: where the policy runs (observations are copied there).
+        seed: first reset seed (env i gets ``seed + i``).
+    """
+
+    def __init__(self, env: VecEnv, device: torch.device, seed: int) -> None:
+        self.env, self.device = env, device
+        self.obs = env.reset(seed=seed)
+        self.env_steps = 0
+        pin = device.type == "cuda"
+        self._staging = torch.empty(self.obs.shape, dtype=torch.from_numpy(self.obs[:1]).dtype)
+        if pin:
+            self._staging = self._staging.pin_memory()
+
+    @property
+    def num_envs(self) -> int:
+        return self.env.num_envs
+
+    def obs_tensor(self, obs: np.ndarray | None = None) -> torch.Tensor:
+        """Current observations on the device (through pinned memory on a GPU)."""
+        self._staging.copy_(torch.from_numpy(self.obs if obs is None else obs))
+        return self._staging.to(self.device, non_blocking=True)
+
+    def step(
+        self, policy: Callable[[torch.Tensor], torch.Tensor]
+    ) -> tuple[np.ndarray, np.ndarray, Step]:
+        """Act on the current observations and step the env.
+
+        Returns ``(obs_before, actions, step)``; ``obs_before`` is the host array the
+        actions were chosen from (what a replay buffer stores).
+        """
+        actions = policy(self.obs_tensor()).cpu().numpy()
+        before = self.obs
+        step = self.env.step(actions)
+        self.obs = step.obs
+        self.env_steps += self.num_envs
+        return before, actions, step
+
+    def close(self) -> None:
+        self.env.close()

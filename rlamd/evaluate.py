@@ -1,0 +1,158 @@
+"""``python -m rlamd.evaluate RUN_OR_CKPT``: the real game score of a trained agent.
+
+Evaluation plays whole games (no life loss as episode end, no reward clipping), with a
+small evaluation epsilon, and reports mean, std, min and max of the scores. ``--json``
+prints one machine-readable object; ``--video DIR`` writes one GIF per episode of env 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = ["evaluate_policy", "main"]
+
+
+def evaluate_policy(
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    env_name: str,
+    episodes: int,
+    *,
+    device: torch.device,
+    seed: int = 10_000,
+    atari=None,
+    num_envs: int | None = None,
+    video_dir: Path | None = None,
+    max_steps: int = 2_000_000,
+) -> list[float]:
+    """Play ``episodes`` whole episodes with ``policy`` and return their real scores."""
+    from rlamd.collector import Collector
+    from rlamd.envs import AtariConfig, make_env, parse_env_id
+
+    is_atari = parse_env_id(env_name).family == "atari"
+    eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
+    n = num_envs or min(episodes, 8)
+    env = make_env(env_name, num_envs=n, atari=eval_atari)
+    collector = Collector(env, device, seed)
+    scores: list[float] = []
+    started = np.zeros(n, dtype=np.int64)  # episodes begun per env: keeps the mix unbiased
+    quota = -(-episodes // n)
+    frames: list[np.ndarray] = []
+    gifs = 0
+    steps = 0
+    try:
+        while len(scores) < episodes and steps < max_steps:
+            _, _, s = collector.step(policy)
+            steps += n
+            if video_dir is not None and gifs < quota:
+                frames.append((s.final_obs if s.done[0] else s.obs)[0])
+            for i in np.flatnonzero(s.done):
+                if started[i] < quota:
+                    scores.append(float(s.episode_return[i]))
+                started[i] += 1
+                if i == 0 and video_dir is not None and frames:
+                    _write_gif(video_dir / f"episode_{gifs:03d}.gif", frames)
+                    frames, gifs = [], gifs + 1
+    finally:
+        collector.close()
+    return scores[:episodes]
+
+
+def _write_gif(path: Path, frames: list[np.ndarray]) -> None:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    images = []
+    for f in frames:
+        img = f[-1] if f.ndim == 3 else f  # newest frame of a stack
+        if img.ndim != 2:  # vector observations: nothing to draw
+            return
+        images.append(
+            Image.fromarray(img).resize((img.shape[1] * 3, img.shape[0] * 3), Image.NEAREST)
+        )
+    images[0].save(path, save_all=True, append_images=images[1:], duration=33, loop=0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m rlamd.evaluate", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "run",
+        metavar="RUN_OR_CKPT",
+        help="a checkpoint file, a run folder, or a run name under --logdir",
+    )
+    p.add_argument("--episodes", type=int, default=10, help="episodes to play (default: 10)")
+    p.add_argument(
+        "--video", metavar="DIR", default=None, help="write a GIF per episode of env 0 to DIR"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument(
+        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
+    )
+    p.add_argument("--seed", type=int, default=10_000, help="env seed (default: 10000)")
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        default=None,
+        help="exploration during evaluation (default: the agent's eval_epsilon)",
+    )
+    p.add_argument("--logdir", default="runs", help="where run names are looked up (default: runs)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.episodes < 1:
+        print(f"error: --episodes {args.episodes}; accepted: an integer >= 1", file=sys.stderr)
+        return 2
+    from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
+    from rlamd.device import DeviceError, resolve_device
+    from rlamd.train import build_agent, sections_from_dicts
+
+    try:
+        path = find_checkpoint(args.run, args.logdir)
+        state = load_checkpoint(path)
+        device = resolve_device(args.device)
+    except (CheckpointError, DeviceError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sections = sections_from_dicts(state["config"])
+    train = sections["train"]
+    _agent, policy_factory = build_agent(sections, device, state["agent"])
+    policy = policy_factory(args.epsilon)
+    scores = evaluate_policy(
+        policy, train.env, args.episodes, device=device, seed=args.seed, atari=sections["atari"],
+        video_dir=Path(args.video) if args.video else None,
+    )  # fmt: skip
+    result = {
+        "checkpoint": str(path),
+        "env": train.env,
+        "algo": train.algo,
+        "step": int(state["step"]),
+        "episodes": len(scores),
+        "mean": statistics.fmean(scores) if scores else float("nan"),
+        "std": statistics.pstdev(scores) if scores else float("nan"),
+        "min": min(scores) if scores else float("nan"),
+        "max": max(scores) if scores else float("nan"),
+        "scores": scores,
+    }
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(
+            f"{train.env} ({train.algo}, step {result['step']:,}): {len(scores)} episodes, "
+            f"score {result['mean']:.2f} +/- {result['std']:.2f} (min {result['min']:.1f}, max {result['max']:.1f})"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""The clamped mixed-precision update every agent uses (DESIGN.md, rule 5).
+
+One call, :meth:`Precision.step`, turns a loss into an optimizer step:
+
+1. backward, with the loss scaled by a dynamic factor in fp16 (bf16 and fp32 need none);
+2. gradients unscaled, clipped by global norm, then clamped by value;
+3. if the loss or the gradient norm is not finite the update is skipped and counted,
+   never applied; in fp16 the scale backs off (x0.5) and grows (x2) after 2000 good steps.
+
+The skip decision stays on the device: fused Adam/AdamW take a ``found_inf`` tensor and
+leave parameters, moments and step counts untouched when it is 1, so no host
+synchronisation is needed. Other optimizers fall back to one ``.item()`` per update.
+
+Why clamp as well as clip: some AMD fp16 stacks produce isolated huge or non-finite
+gradient entries; clamping bounds each entry so one bad value cannot dominate the
+norm-clipped direction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+
+import torch
+
+__all__ = ["PRECISIONS", "Precision", "make_optimizer", "resolve_precision"]
+
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def resolve_precision(spec: str, device: torch.device, native_bf16: bool) -> str:
+    """Pick ``fp32``, ``bf16`` or ``fp16`` for ``spec`` on ``device``.
+
+    ``auto`` takes bf16 wherever it is native (GPUs that support it, CPUs with AVX-512
+    BF16 or AMX), else fp16 on a GPU and fp32 on the CPU. Measured on this project's
+    2-core AVX-512-BF16 CPU (Nature CNN DQN update, fused Adam): bf16 autocast gave 33.9
+    updates/s against fp32's 15.0 at batch 128, and 100 against 55 at batch 32.
+    """
+    if spec not in PRECISIONS:
+        raise ValueError(f"precision={spec!r}; accepted: {', '.join(PRECISIONS)}")
+    if spec != "auto":
+        if spec == "fp16" and device.type == "cpu":
+            raise ValueError(
+                "precision='fp16' is not supported on the CPU (no fp16 autocast); "
+                "accepted there: fp32, bf16, auto"
+            )
+        return spec
+    if native_bf16:
+        return "bf16"
+    return "fp16" if device.type == "cuda" else "fp32"
+
+
+def make_optimizer(
+    params: Iterable[torch.nn.Parameter], lr: float, eps: float, device: torch.device
+) -> torch.optim.Optimizer:
+    """Adam, fused where this torch supports it on ``device`` (sync-free skipping)."""
+    params = list(params)
+    try:
+        return torch.optim.Adam(params, lr=lr, eps=eps, fused=device.type in ("cuda", "cpu", "mps"))
+    except (RuntimeError, TypeError):  # pragma: no cover - old torch / unsupported device
+        return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+class Precision:
+    """Autocast + scaled, clipped, clamped, skip-on-non-finite updates.
+
+    Args:
+        mode: ``fp32``, ``bf16`` or ``fp16`` (see :func:`resolve_precision`).
+        device: where the model lives.
+        max_grad_norm: global-norm clip (``None`` disables clipping).
+        grad_clamp: clamp every gradient entry to ``[-c, c]`` (``None`` disables).
+        init_scale, growth_interval: fp16 dynamic loss scale settings.
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        device: torch.device,
+        *,
+        max_grad_norm: float | None = 10.0,
+        grad_clamp: float | None = 100.0,
+        init_scale: float = 2.0**16,
+        growth_interval: int = 2000,
+    ) -> None:
+        if mode not in PRECISIONS[1:]:
+            raise ValueError(f"mode={mode!r}; accepted: fp32, bf16, fp16 (resolve 'auto' first)")
+        self.mode, self.device = mode, device
+        self.max_grad_norm, self.grad_clamp = max_grad_norm, grad_clamp
+        self.growth_interval = growth_interval
+        self.scale = torch.full((), init_scale if mode == "fp16" else 1.0, device=device)
+        self._growth = torch.zeros((), dtype=torch.int32, device=device)
+        self.skipped = torch.zeros((), dtype=torch.long, device=device)
+        """Updates skipped because the loss or a gradient was not finite."""
+        self.last_grad_norm = torch.zeros((), device=device)
+        """Gradient norm of the last update (after unscaling, before clipping)."""
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16}.get(self.mode)
+
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """Autocast region for the forward pass and loss (a no-op in fp32)."""
+        if self.mode == "fp32":
+            yield
+            return
+        with torch.autocast(device_type=self.device.type, dtype=self.dtype):
+            yield
+
+    def step(
+        self,
+        loss: torch.Tensor,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.nn.Parameter],
+    ) -> torch.Tensor:
+        """Backward and apply one clamped update; returns the device flag ``applied``."""
+        optimizer.zero_grad(set_to_none=False)
+        (loss.float() * self.scale if self.mode == "fp16" else loss.float()).backward()
+        grads = [p.grad for p in params if p.grad is not None]
+        if self.mode == "fp16":
+            torch._foreach_mul_(grads, 1.0 / self.scale)
+        if self.max_grad_norm is not None:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm, foreach=True)
+        else:
+            norm = torch.linalg.vector_norm(
+                torch.stack([torch.linalg.vector_norm(g) for g in grads])
+            )
+        if self.grad_clamp is not None:
+            torch.nn.utils.clip_grad_value_(params, self.grad_clamp, foreach=True)
+        finite = torch.isfinite(norm) & torch.isfinite(loss.detach().float())
+        found_inf = (~finite).float()
+        self.last_grad_norm = norm.detach()
+        if _fused(optimizer):
+            optimizer.found_inf = found_inf  # type: ignore[attr-defined]
+            optimizer.grad_scale = None  # type: ignore[attr-defined]
+            optimizer.step()
+        elif bool(finite):  # pragma: no cover - non-fused fallback syncs once
+            optimizer.step()
+        self.skipped += (~finite).long()
+        if self.mode == "fp16":
+            torch._amp_update_scale_(
+                self.scale, self._growth, found_inf, 2.0, 0.5, self.growth_interval
+            )
+        return finite
+
+    def state_dict(self) -> dict[str, torch.Tensor | str]:
+        return {
+            "mode": self.mode,
+            "scale": self.scale.cpu(),
+            "growth": self._growth.cpu(),
+            "skipped": self.skipped.cpu(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scale = state["scale"].to(self.device)
+        self._growth = state["growth"].to(self.device)
+        self.skipped = state["skipped"].to(self.device)
+
+
+def _fused(optimizer: torch.optim.Optimizer) -> bool:
+    return all(group.get("fused", False) for group in optimizer.param_groups)

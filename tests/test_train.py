@@ -1,0 +1,159 @@
+"""The training command end to end: errors, Breakout smoke with SIGINT/resume/evaluate,
+CartPole learning and same-seed determinism."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from rlamd.train import main
+
+PY = [sys.executable, "-m"]
+
+
+def _run(args, cwd):
+    return subprocess.run([*PY, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["breakuot"], "Closest valid names: breakout"),
+        (["breakout", "--steps", "0"], "steps=0; accepted: an integer >= 1"),
+        (["breakout", "--device", "hipp"], "Did you mean 'hip'"),
+        (["breakout", "--set", "dqn.gama=0.9"], "Did you mean dqn.gamma"),
+        (["breakout", "--set", "dqn.gamma=2"], "gamma=2.0; accepted: a number in [0, 1]"),
+        (["cartpole", "--resume", "nowhere"], "No checkpoint at 'nowhere'"),
+        ([], "give an environment"),
+    ],
+)
+def test_invalid_values_fail_before_any_work(tmp_path, capsys, args, message):
+    assert main([*args, "--logdir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was created
+
+
+def test_help_lists_every_option_with_its_default():
+    out = _run(["rlamd.train", "--help"], None).stdout
+    for opt in ("--algo", "--steps", "--num-envs", "--device", "--precision", "--seed", "--logdir",
+                "--run-name", "--config", "--set", "--resume", "--eval-every", "--checkpoint-every",
+                "--compile"):  # fmt: skip
+        assert opt in out
+    assert "(default: 10000000)" in out and "dqn.lr = 0.0001" in out
+
+
+def test_hip_on_a_machine_without_gpu_points_to_doctor(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    assert main(["cartpole", "--device", "hip", "--logdir", str(tmp_path)]) == 2
+    assert "rlamd.doctor" in capsys.readouterr().err
+
+
+def test_breakout_smoke_sigint_resume_evaluate(tmp_path):
+    args = ["rlamd.train", "breakout", "--steps", "2400", "--num-envs", "4", "--logdir", str(tmp_path),
+            "--run-name", "smoke", "--checkpoint-every", "400", "--log-every", "400", "--eval-every", "0",
+            "--set", "dqn.learning_starts=400", "--set", "dqn.buffer_size=8000", "--save-replay"]  # fmt: skip
+    run_dir = tmp_path / "smoke"
+    proc = subprocess.Popen(
+        [*PY, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    deadline = time.time() + 300
+    while not (run_dir / "checkpoint.pt").exists():
+        assert proc.poll() is None, proc.stdout.read()
+        assert time.time() < deadline
+        time.sleep(0.2)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    out = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 128 + signal.SIGINT, out
+    assert "stopped by signal" in out and "--resume" in out
+    stopped = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert 400 <= stopped["step"] < 2400
+    assert any(p.name.startswith("events.out.tfevents") for p in run_dir.iterdir())
+    assert "replay" in stopped and "contents" in stopped["replay"]["storage"]
+
+    res = _run(["rlamd.train", "--resume", str(run_dir), "--logdir", str(tmp_path)], None)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"resuming at step {stopped['step']:,}" in res.stdout
+    final = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    assert final["step"] == 2400
+    assert final["agent"]["updates"] > stopped["agent"]["updates"]
+
+    ev = _run(["rlamd.evaluate", "smoke", "--logdir", str(tmp_path), "--episodes", "2", "--json",
+               "--video", str(tmp_path / "video")], None)  # fmt: skip
+    assert ev.returncode == 0, ev.stderr
+    result = json.loads(ev.stdout)
+    assert result["episodes"] == 2 and result["step"] == 2400
+    assert result["min"] <= result["mean"] <= result["max"]
+    assert list((tmp_path / "video").glob("episode_*.gif"))
+
+
+def test_resume_refuses_corrupt_checkpoint_and_keeps_it(tmp_path, capsys):
+    run_dir = tmp_path / "bad"
+    run_dir.mkdir()
+    (run_dir / "checkpoint.pt").write_bytes(b"garbage")
+    assert main(["--resume", str(run_dir), "--logdir", str(tmp_path)]) == 2
+    assert "not a readable rlamd checkpoint" in capsys.readouterr().err
+    assert (run_dir / "checkpoint.pt").read_bytes() == b"garbage"
+
+
+def _cartpole(tmp_path, name, steps, extra=()):
+    args = ["cartpole", "--device", "cpu", "--steps", str(steps), "--logdir", str(tmp_path),
+            "--run-name", name, "--eval-every", "0", "--no-tensorboard", *extra]  # fmt: skip
+    assert main(args) == 0
+    return torch.load(tmp_path / name / "checkpoint.pt", weights_only=True)
+
+
+def test_same_seed_same_numbers_on_cpu(tmp_path):
+    extra = ["--set", "dqn.learning_starts=300", "--seed", "3"]
+    a = _cartpole(tmp_path, "a", 2000, extra)
+    b = _cartpole(tmp_path, "b", 2000, extra)
+    assert a["scores"] == b["scores"] and len(a["scores"]) > 10
+    for k, v in a["agent"]["q"].items():
+        assert torch.equal(v, b["agent"]["q"][k]), k
+    c = _cartpole(tmp_path, "c", 2000, ["--set", "dqn.learning_starts=300", "--seed", "4"])
+    assert c["scores"] != a["scores"]
+
+
+def test_resume_cannot_change_env_or_num_envs(tmp_path, capsys):
+    _cartpole(tmp_path, "r", 200)
+    assert (
+        main(["--resume", str(tmp_path / "r"), "--num-envs", "2", "--logdir", str(tmp_path)]) == 2
+    )
+    assert "cannot change num_envs" in capsys.readouterr().err
+
+
+def test_dqn_learns_cartpole(tmp_path):
+    """Budget: 40,000 env steps on this 2-core CPU (about 30 s); greedy mean >= 195 over 20 games."""
+    from rlamd.evaluate import main as evaluate
+
+    _cartpole(tmp_path, "learn", 40_000)
+    out_file = tmp_path / "eval.json"
+    with open(out_file, "w") as f:
+        old, sys.stdout = sys.stdout, f
+        try:
+            assert (
+                evaluate(
+                    [
+                        "learn",
+                        "--logdir",
+                        str(tmp_path),
+                        "--episodes",
+                        "20",
+                        "--json",
+                        "--device",
+                        "cpu",
+                    ]
+                )
+                == 0
+            )
+        finally:
+            sys.stdout = old
+    result = json.loads(out_file.read_text())
+    assert result["mean"] >= 195, result
