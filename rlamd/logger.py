@@ -32,6 +32,11 @@ class RunLogger:
         self.lengths: deque[int] = deque(maxlen=100)
         self.episodes = 0
         self.writer = None
+        logdir.mkdir(parents=True, exist_ok=True)
+        self._episodes_csv = self._open_csv(
+            logdir / "episodes.csv", "step,score,length", start_step
+        )
+        self._evals_csv = self._open_csv(logdir / "evals.csv", "step,mean,std,episodes", start_step)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -46,7 +51,26 @@ class RunLogger:
         self._t0 = time.perf_counter()
         self._last_t, self._last_step, self._last_updates = self._t0, start_step, 0
 
+    @staticmethod
+    def _open_csv(path: Path, header: str, start_step: int):
+        """Append to a CSV; on resume drop rows written after the checkpoint's step."""
+        rows = path.read_text(encoding="utf-8").splitlines()[1:] if path.exists() else []
+        kept = [r for r in rows if int(r.split(",", 1)[0]) <= start_step]
+        if len(kept) != len(rows) or not path.exists():
+            path.write_text("\n".join([header, *kept]) + "\n", encoding="utf-8")
+        return open(path, "a", encoding="utf-8", buffering=1)
+
+    def evaluation(self, step: int, scores: list[float]) -> None:
+        """Scores of whole evaluation games: TensorBoard, evals.csv and one line."""
+        n = len(scores)
+        mean = sum(scores) / n
+        std = (sum((x - mean) ** 2 for x in scores) / n) ** 0.5
+        self.scalars(step, {"eval/score_mean": mean, "eval/score_std": std})
+        self._evals_csv.write(f"{step},{mean:.4f},{std:.4f},{n}\n")
+        self.message(f"eval at {step:,}: {mean:.2f} +/- {std:.2f} over {n} games")
+
     def episode(self, step: int, score: float, length: int) -> None:
+        self._episodes_csv.write(f"{step},{score:g},{length}\n")
         self.scores.append(score)
         self.lengths.append(length)
         self.episodes += 1
@@ -97,6 +121,8 @@ class RunLogger:
             print(text, flush=True)
 
     def close(self) -> None:
+        self._episodes_csv.close()
+        self._evals_csv.close()
         if self.bar is not None:
             self.bar.close()
         if self.writer:

@@ -265,6 +265,7 @@ def run(
     from rlamd.envs import make_env
     from rlamd.evaluate import evaluate_policy
     from rlamd.logger import RunLogger
+    from rlamd.loops import OffPolicyLoop
     from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     train: TrainConfig = sections["train"]
@@ -314,15 +315,13 @@ def run(
         f"{f', resuming at step {start_step:,}' if start_step else ''} -> {run_dir}"
     )
     collector = Collector(env, device, seed=train.seed + start_step)
+    loop = OffPolicyLoop(collector, buffer, agent, dqn, train.steps, start_step)
     stop = _Stop()
     step = start_step
-    credit = 0.0
     next_log = (step // train.log_every + 1) * train.log_every
     next_ckpt = (step // train.checkpoint_every + 1) * train.checkpoint_every
     next_eval = (step // train.eval_every + 1) * train.eval_every if train.eval_every else None
-    scores = list(resume_state.get("scores", [])) if resume_state else []
-    logger.scores.extend(scores)
-    updates_per_vector_step = train.num_envs / dqn.train_frequency
+    logger.scores.extend(resume_state.get("scores", []) if resume_state else [])
 
     def checkpoint() -> None:
         save_checkpoint(run_dir / FILENAME, {
@@ -338,27 +337,14 @@ def run(
     status = 0
     try:
         while step < train.steps:
-            eps = dqn.epsilon(step, train.steps)
-            obs, actions, s = collector.step(lambda o: agent.act(o, eps))  # noqa: B023
-            buffer.add(obs, actions, s.reward, s.terminated, s.done, s.final_obs)
-            step += train.num_envs
+            s = loop.iterate()
+            step = loop.step
             for i in s.done.nonzero()[0]:
                 logger.episode(step, float(s.episode_return[i]), int(s.episode_length[i]))
-            if step >= dqn.learning_starts and len(buffer) >= dqn.batch_size:
-                credit += updates_per_vector_step
-                beta = dqn.beta(step, train.steps)
-                while credit >= 1.0:
-                    batch = buffer.sample(
-                        dqn.batch_size, **({"beta": beta} if dqn.prioritized else {})
-                    )
-                    td = agent.update(batch)
-                    if dqn.prioritized:
-                        buffer.update_priorities(batch.indices, td)
-                    credit -= 1.0
             if step >= next_log or step >= train.steps:
                 next_log += train.log_every
                 values = {
-                    "charts/epsilon": eps,
+                    "charts/epsilon": loop.epsilon,
                     "system/device_memory_mb": _memory_mb(device),
                     **agent.read_metrics(),
                 }
@@ -369,17 +355,7 @@ def run(
                 next_eval += train.eval_every
                 ev = evaluate_policy(make_policy(None), train.env, train.eval_episodes, device=device,
                                      seed=10_000 + step, atari=sections["atari"])  # fmt: skip
-                t = torch.tensor(ev, dtype=torch.float64)
-                logger.scalars(
-                    step,
-                    {
-                        "eval/score_mean": float(t.mean()),
-                        "eval/score_std": float(t.std(unbiased=False)),
-                    },
-                )
-                logger.message(
-                    f"eval at {step:,}: {float(t.mean()):.2f} +/- {float(t.std(unbiased=False)):.2f} over {len(ev)} games"
-                )
+                logger.evaluation(step, ev)
             if step >= next_ckpt:
                 next_ckpt += train.checkpoint_every
                 checkpoint()
