@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from rlamd.hostalloc import tune_host_allocator
+
+    tune_host_allocator()
     if args.episodes < 1:
         print(f"error: --episodes {args.episodes}; accepted: an integer >= 1", file=sys.stderr)
         return 2

@@ -457,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
     from rlamd.device import DeviceError
+    from rlamd.hostalloc import tune_host_allocator
+
+    tune_host_allocator()
 
     try:
         resume_state, run_dir = None, None

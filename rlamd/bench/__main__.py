@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-SUITES = ("env", "replay")
+SUITES = ("env", "replay", "dqn")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,6 +16,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N]")
     args = p.parse_args(argv)
+    from rlamd.hostalloc import tune_host_allocator
+
+    tune_host_allocator()
     for s in args.suites:
         if s not in SUITES:
             p.error(f"unknown suite '{s}'; accepted: {', '.join(SUITES)}")
@@ -34,6 +37,13 @@ def main(argv: list[str] | None = None) -> int:
             repeats=3 if args.quick else 5,
             device=resolve_device(args.device),
         )
+    if "dqn" in args.suites:
+        from rlamd.device import resolve_device
+
+        from .dqn import run_dqn_suite
+
+        run_dqn_suite(iters=20 if args.quick else 60, repeats=2 if args.quick else 3,
+                      device=resolve_device(args.device))  # fmt: skip
     return 0
 
 
