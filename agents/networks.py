@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-__all__ = ["MLP", "NatureCNN", "QNetwork", "make_torso", "scale_pixels"]
+__all__ = ["MLP", "NatureCNN", "QNetwork", "fp32_head", "is_image", "make_torso", "scale_pixels"]
 
 
 def scale_pixels(obs: torch.Tensor) -> torch.Tensor:
@@ -22,6 +22,17 @@ def scale_pixels(obs: torch.Tensor) -> torch.Tensor:
     kind = obs.device.type
     dtype = torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else torch.float32
     return obs.to(dtype) * (1.0 / 255.0)
+
+
+def fp32_head(layer: nn.Module, h: torch.Tensor) -> torch.Tensor:
+    """Run an output layer in float32 even inside autocast.
+
+    Log-probabilities, values and Q-values in bf16 carry ~1e-2 relative error: enough to
+    turn PPO's probability ratios into noise against a 0.1 clip range, and to blur
+    argmax decisions. The heads are tiny, so full precision costs nothing measurable.
+    """
+    with torch.autocast(h.device.type, enabled=False):
+        return layer(h.float())
 
 
 class NatureCNN(nn.Module):
@@ -45,14 +56,17 @@ class NatureCNN(nn.Module):
 
 
 class MLP(nn.Module):
-    """Tanh-free ReLU MLP for vector observations (CartPole and friends)."""
+    """An MLP for vector observations (CartPole and friends), ReLU or tanh."""
 
-    def __init__(self, in_features: int, hidden: tuple[int, ...] = (128, 128)) -> None:
+    def __init__(
+        self, in_features: int, hidden: tuple[int, ...] = (128, 128), activation: str = "relu"
+    ) -> None:
         super().__init__()
+        act = {"relu": nn.ReLU, "tanh": nn.Tanh}[activation]
         layers: list[nn.Module] = []
         last = in_features
         for h in hidden:
-            layers += [nn.Linear(last, h), nn.ReLU()]
+            layers += [nn.Linear(last, h), act()]
             last = h
         self.net = nn.Sequential(*layers)
         self.out_features = last
@@ -61,11 +75,17 @@ class MLP(nn.Module):
         return self.net(obs.float().flatten(1))
 
 
-def make_torso(obs_shape: tuple[int, ...], hidden: tuple[int, ...] = (128, 128)) -> nn.Module:
+def is_image(obs_shape: tuple[int, ...]) -> bool:
+    return len(obs_shape) == 3
+
+
+def make_torso(
+    obs_shape: tuple[int, ...], hidden: tuple[int, ...] = (128, 128), activation: str = "relu"
+) -> nn.Module:
     """Nature CNN for image stacks ``(C, H, W)``, an MLP for anything else."""
-    if len(obs_shape) == 3:
+    if is_image(obs_shape):
         return NatureCNN(obs_shape[0], input_hw=(obs_shape[1], obs_shape[2]))
-    return MLP(math.prod(obs_shape), hidden)
+    return MLP(math.prod(obs_shape), hidden, activation)
 
 
 class QNetwork(nn.Module):
@@ -89,6 +109,6 @@ class QNetwork(nn.Module):
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         h = self.torso(obs)
         if not self.dueling:
-            return self.q(h)
-        adv = self.advantage(h)
-        return self.value(h) + adv - adv.mean(dim=1, keepdim=True)
+            return fp32_head(self.q, h)
+        adv = fp32_head(self.advantage, h)
+        return fp32_head(self.value, h) + adv - adv.mean(dim=1, keepdim=True)

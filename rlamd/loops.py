@@ -54,3 +54,61 @@ class OffPolicyLoop:
         td = self.agent.update(batch)
         if self.prioritized:
             self.buffer.update_priorities(batch.indices, td)
+
+
+class OnPolicyLoop:
+    """Collector -> device rollout -> PPO update, ``num_steps`` vector steps per iteration.
+
+    Per env step there is one host round trip (actions out; rewards and flags back, in one
+    copy); observations, actions, log-probabilities and values stay on the device.
+    """
+
+    def __init__(
+        self, collector: Collector, agent: Any, cfg: Any, total_steps: int, step: int = 0
+    ) -> None:
+        import torch
+
+        from rlamd.agents.ppo import Rollout
+
+        self.collector, self.agent, self.cfg = collector, agent, cfg
+        self.total_steps, self.step = total_steps, step
+        obs = torch.from_numpy(collector.obs[:1])
+        self.rollout = Rollout(
+            cfg.num_steps, collector.num_envs, tuple(obs.shape[1:]), obs.dtype, collector.device
+        )
+        self.epsilon = 0.0  # for logging symmetry with the off-policy loop
+
+    def iterate(self) -> list[Step]:
+        import numpy as np
+        import torch
+
+        ro, agent, col = self.rollout, self.agent, self.collector
+        device = col.device
+        agent.set_progress(self.step / self.total_steps)
+        ro.bootstrap.zero_()
+        steps: list[Step] = []
+        for t in range(ro.num_steps):
+            out: dict[str, torch.Tensor] = {}
+
+            def policy(o: torch.Tensor, out: dict = out) -> torch.Tensor:
+                out["obs"] = o
+                out["action"], out["logprob"], out["value"] = agent.act(o)
+                return out["action"]
+
+            _, _, s = col.step(policy)
+            ro.obs[t] = out["obs"]
+            ro.actions[t] = out["action"]
+            ro.logprobs[t] = out["logprob"]
+            ro.values[t] = out["value"]
+            flags = np.stack([s.reward, s.terminated, s.terminated | s.done]).astype(np.float32)
+            ro.rewards[t], ro.terminated[t], ro.ended[t] = torch.from_numpy(flags).to(
+                device, non_blocking=True
+            )
+            cut = np.flatnonzero(s.truncated & ~s.terminated)
+            if cut.size:  # rare: bootstrap truncated episodes from their last observation
+                final = torch.from_numpy(np.ascontiguousarray(s.final_obs[cut])).to(device)
+                ro.bootstrap[t, torch.from_numpy(cut).to(device)] = agent.value(final)
+            steps.append(s)
+            self.step += col.num_envs
+        agent.update(ro, agent.value(col.obs_tensor()))
+        return steps

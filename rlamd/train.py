@@ -29,6 +29,7 @@ from typing import Any
 import torch
 
 from rlamd.agents.dqn import DQNConfig
+from rlamd.agents.ppo import PPOConfig
 from rlamd.config import ConfigError, apply_overrides, field_docs, load_toml, parse_set, to_toml
 from rlamd.device import parse_device_spec
 from rlamd.envs import AtariConfig, parse_env_id
@@ -36,7 +37,7 @@ from rlamd.precision import PRECISIONS
 
 __all__ = ["TrainConfig", "build_agent", "main", "resolve_config", "sections_from_dicts"]
 
-ALGOS = ("dqn",)
+ALGOS = ("dqn", "ppo")
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,12 @@ class TrainConfig:
             raise ValueError(f"eval_every={self.eval_every}; accepted: 0 (never) or more")
 
 
-SECTION_TYPES: dict[str, type] = {"train": TrainConfig, "dqn": DQNConfig, "atari": AtariConfig}
+SECTION_TYPES: dict[str, type] = {
+    "train": TrainConfig,
+    "dqn": DQNConfig,
+    "ppo": PPOConfig,
+    "atari": AtariConfig,
+}
 
 # Per env family and algorithm: what differs from the dataclass defaults (which are Atari's).
 PRESETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
@@ -106,6 +112,12 @@ PRESETS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
                 "learning_starts": 1_000, "train_frequency": 2, "target_update_interval": 250,
                 "exploration_fraction": 0.2, "eps_end": 0.02, "eval_epsilon": 0.0, "n_step": 3,
                 "alpha": 0.6},
+    },
+    ("atari", "ppo"): {},
+    ("classic", "ppo"): {
+        "train": {"steps": 150_000, "num_envs": 4, "eval_every": 50_000, "checkpoint_every": 50_000,
+                  "log_every": 4_096, "eval_episodes": 10},
+        "ppo": {"clip_coef": 0.2, "ent_coef": 0.0, "lr": 1e-3},
     },
 }  # fmt: skip
 
@@ -191,6 +203,19 @@ def build_agent(sections: dict[str, Any], device: torch.device, agent_state: dic
         env.close()
     info = describe_device(device)
     mode = resolve_precision(train.precision, device, info.bf16)
+    if train.algo == "ppo":
+        from rlamd.agents.ppo import PPO
+
+        pcfg: PPOConfig = sections["ppo"]
+        precision = Precision(
+            mode, device, max_grad_norm=pcfg.max_grad_norm, grad_clamp=pcfg.grad_clamp
+        )
+        ppo = PPO(
+            pcfg, shape, num_actions, device, precision, seed=train.seed, compile=train.compile
+        )
+        if agent_state is not None:
+            ppo.load_state_dict(agent_state)
+        return ppo, lambda epsilon=None: lambda obs: ppo.act(obs)[0]
     cfg: DQNConfig = sections["dqn"]
     precision = Precision(mode, device, max_grad_norm=cfg.max_grad_norm, grad_clamp=cfg.grad_clamp)
     agent = DQN(cfg, shape, num_actions, device, precision, seed=train.seed, compile=train.compile)
@@ -258,14 +283,13 @@ def run(
     sections: dict[str, Any], resume_state: dict | None = None, run_dir: Path | None = None
 ) -> int:
     """Train until ``train.steps`` or a stop signal; returns the exit status."""
-    from rlamd.agents.dqn import DQN
     from rlamd.checkpoint import FILENAME, save_checkpoint
     from rlamd.collector import Collector
     from rlamd.device import describe_device, resolve_device
     from rlamd.envs import make_env
     from rlamd.evaluate import evaluate_policy
     from rlamd.logger import RunLogger
-    from rlamd.loops import OffPolicyLoop
+    from rlamd.loops import OffPolicyLoop, OnPolicyLoop
     from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     train: TrainConfig = sections["train"]
@@ -291,31 +315,38 @@ def run(
     agent, make_policy = build_agent(
         sections, device, resume_state["agent"] if resume_state else None, env=env
     )
-    assert isinstance(agent, DQN)
-    buffer_cls = PrioritizedReplayBuffer if dqn.prioritized else ReplayBuffer
-    extra = {"alpha": dqn.alpha, "epsilon": dqn.priority_eps} if dqn.prioritized else {}
-    per_t = (
-        shape[-1] * shape[-2] if stack > 1 else 4 * max(1, int(torch.tensor(shape).prod()))
-    ) + 14
     logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard)
-    capacity = _fit_capacity(dqn.buffer_size, per_t, device, logger.message)
-    buffer = buffer_cls(
-        capacity, train.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
-        n_step=dqn.n_step, gamma=dqn.gamma, device=device, seed=train.seed, **extra,
-    )  # fmt: skip
-    if resume_state and "replay" in resume_state:
-        buffer.load_state_dict(resume_state["replay"])
     if resume_state and "torch_rng" in resume_state:
         torch.set_rng_state(resume_state["torch_rng"])
+    collector = Collector(env, device, seed=train.seed + start_step)
+    buffer = None
+    if train.algo == "dqn":
+        buffer_cls = PrioritizedReplayBuffer if dqn.prioritized else ReplayBuffer
+        extra = {"alpha": dqn.alpha, "epsilon": dqn.priority_eps} if dqn.prioritized else {}
+        per_t = (
+            shape[-1] * shape[-2] if stack > 1 else 4 * max(1, int(torch.tensor(shape).prod()))
+        ) + 14
+        capacity = _fit_capacity(dqn.buffer_size, per_t, device, logger.message)
+        buffer = buffer_cls(
+            capacity, train.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
+            n_step=dqn.n_step, gamma=dqn.gamma, device=device, seed=train.seed, **extra,
+        )  # fmt: skip
+        if resume_state and "replay" in resume_state:
+            buffer.load_state_dict(resume_state["replay"])
+        loop: OffPolicyLoop | OnPolicyLoop = OffPolicyLoop(
+            collector, buffer, agent, dqn, train.steps, start_step
+        )
+        detail = f"replay {capacity:,}"
+    else:
+        loop = OnPolicyLoop(collector, agent, sections["ppo"], train.steps, start_step)
+        detail = f"rollout {sections['ppo'].num_steps} x {train.num_envs}"
     (run_dir / "config.toml").write_text(to_toml(sections), encoding="utf-8")
     (run_dir / "device.json").write_text(json.dumps(info.to_dict(), indent=2), encoding="utf-8")
     logger.message(f"rlamd: {info.summary()} | precision {agent.precision.mode}")
     logger.message(
-        f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {train.steps:,} steps, replay {capacity:,}"
+        f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {train.steps:,} steps, {detail}"
         f"{f', resuming at step {start_step:,}' if start_step else ''} -> {run_dir}"
     )
-    collector = Collector(env, device, seed=train.seed + start_step)
-    loop = OffPolicyLoop(collector, buffer, agent, dqn, train.steps, start_step)
     stop = _Stop()
     step = start_step
     next_log = (step // train.log_every + 1) * train.log_every
@@ -328,7 +359,7 @@ def run(
             "config": {k: dataclasses.asdict(v) for k, v in sections.items()},
             "step": step,
             "agent": agent.state_dict(),
-            "replay": buffer.state_dict(include_contents=train.save_replay),
+            **({"replay": buffer.state_dict(include_contents=train.save_replay)} if buffer is not None else {}),
             "torch_rng": torch.get_rng_state(),
             "scores": [float(s) for s in logger.scores],
             "run_dir": str(run_dir),
@@ -337,10 +368,11 @@ def run(
     status = 0
     try:
         while step < train.steps:
-            s = loop.iterate()
-            step = loop.step
-            for i in s.done.nonzero()[0]:
-                logger.episode(step, float(s.episode_return[i]), int(s.episode_length[i]))
+            result = loop.iterate()
+            for s in result if isinstance(result, list) else [result]:
+                for i in s.done.nonzero()[0]:
+                    logger.episode(step, float(s.episode_return[i]), int(s.episode_length[i]))
+                step += train.num_envs
             if step >= next_log or step >= train.steps:
                 next_log += train.log_every
                 values = {
@@ -348,7 +380,7 @@ def run(
                     "system/device_memory_mb": _memory_mb(device),
                     **agent.read_metrics(),
                 }
-                if dqn.prioritized:
+                if train.algo == "dqn" and dqn.prioritized:
                     values["charts/beta"] = dqn.beta(step, train.steps)
                 logger.log(step, agent.updates, values)
             if next_eval is not None and step >= next_eval:

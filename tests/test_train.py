@@ -157,3 +157,52 @@ def test_dqn_learns_cartpole(tmp_path):
             sys.stdout = old
     result = json.loads(out_file.read_text())
     assert result["mean"] >= 195, result
+
+
+def test_ppo_learns_cartpole(tmp_path, capsys):
+    """Budget: the classic preset's 150,000 env steps (about 25 s on this 2-core CPU);
+    greedy-free (sampled) evaluation mean >= 475 over 20 games."""
+    from rlamd.evaluate import main as evaluate
+
+    args = ["cartpole", "--algo", "ppo", "--device", "cpu", "--logdir", str(tmp_path), "--run-name", "ppo",
+            "--eval-every", "0", "--no-tensorboard"]  # fmt: skip
+    assert main(args) == 0
+    capsys.readouterr()
+    assert (
+        evaluate(
+            ["ppo", "--logdir", str(tmp_path), "--episodes", "20", "--json", "--device", "cpu"]
+        )
+        == 0
+    )
+    result = json.loads(capsys.readouterr().out)
+    assert result["mean"] >= 475, result
+
+
+def test_ppo_breakout_smoke_resume_and_evaluate(tmp_path, capsys):
+    common = ["--logdir", str(tmp_path), "--eval-every", "0", "--log-every", "512"]
+    args = ["breakout", "--algo", "ppo", "--steps", "1024", "--num-envs", "4", "--run-name", "p",
+            "--checkpoint-every", "1024", "--set", "ppo.num_steps=64", *common]  # fmt: skip
+    assert main(args) == 0  # a first part of 1024 steps, then extended to 2048
+    first = torch.load(tmp_path / "p" / "checkpoint.pt", weights_only=True)
+    assert first["step"] == 1024 and first["config"]["train"]["algo"] == "ppo"
+    assert main(["--resume", str(tmp_path / "p"), "--steps", "2048", *common]) == 0
+    final = torch.load(tmp_path / "p" / "checkpoint.pt", weights_only=True)
+    assert final["step"] == 2048 and final["agent"]["updates"] == 2 * first["agent"]["updates"]
+    assert "resuming at step 1,024" in capsys.readouterr().out
+    from rlamd.evaluate import main as evaluate
+
+    assert evaluate(["p", "--logdir", str(tmp_path), "--episodes", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["episodes"] == 2
+
+
+def test_ppo_same_seed_same_numbers(tmp_path):
+    def go(name, seed):
+        args = ["cartpole", "--algo", "ppo", "--device", "cpu", "--steps", "4096", "--logdir", str(tmp_path),
+                "--run-name", name, "--eval-every", "0", "--no-tensorboard", "--seed", str(seed)]  # fmt: skip
+        assert main(args) == 0
+        return torch.load(tmp_path / name / "checkpoint.pt", weights_only=True)
+
+    a, b, c = go("a", 5), go("b", 5), go("c", 6)
+    assert a["scores"] == b["scores"] and a["scores"] != c["scores"]
+    for k, v in a["agent"]["net"].items():
+        assert torch.equal(v, b["agent"]["net"][k]), k

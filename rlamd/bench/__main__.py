@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-SUITES = ("env", "replay", "dqn")
+SUITES = ("env", "replay", "dqn", "ppo")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         from .dqn import run_dqn_suite
 
         run_dqn_suite(iters=20 if args.quick else 60, repeats=2 if args.quick else 3,
+                      device=resolve_device(args.device))  # fmt: skip
+    if "ppo" in args.suites:
+        from rlamd.device import resolve_device
+
+        from .ppo import run_ppo_suite
+
+        run_ppo_suite(iters=1 if args.quick else 3, repeats=2 if args.quick else 3,
                       device=resolve_device(args.device))  # fmt: skip
     return 0
 

@@ -1,0 +1,136 @@
+"""PPO env steps/s on Breakout, learning included: rlamd, SB3, and the raw env ceiling.
+
+Hyperparameters for both frameworks: 8 envs x 128 steps, 4 epochs, 4 minibatches (256),
+lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5, gamma 0.99, lambda 0.95
+(CleanRL ppo_atari; Huang et al. 2022). The raw ``AtariVectorEnv`` with 8 envs and
+random actions is the ceiling no learner can pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .common import Figure, measure, print_table
+from .peers import PeerUnavailable, sb3
+
+__all__ = ["run_ppo_suite"]
+
+GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
+
+
+def _rlamd_loop(num_envs: int, precision: str, device: torch.device):
+    from rlamd.agents.ppo import PPOConfig
+    from rlamd.collector import Collector
+    from rlamd.envs import AtariConfig, make_env
+    from rlamd.loops import OnPolicyLoop
+    from rlamd.train import TrainConfig, build_agent
+
+    env = make_env(GAME, num_envs=num_envs)
+    train = TrainConfig(
+        env=GAME, algo="ppo", num_envs=num_envs, precision=precision, device=str(device)
+    )
+    sections = {"train": train, "ppo": PPOConfig(), "atari": AtariConfig()}
+    agent, _ = build_agent(sections, device, env=env)
+    return OnPolicyLoop(Collector(env, device, seed=0), agent, sections["ppo"], train.steps), agent
+
+
+def run_ppo_suite(
+    iters: int = 3,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    env_counts: tuple[int, ...] = (8,),
+    precisions: tuple[str, ...] = ("auto", "fp32"),
+    peers: bool = True,
+) -> list[Figure]:
+    device = torch.device(device)
+    figures: list[Figure] = []
+    rows, notes = [], []
+    for n in env_counts:
+        base = None
+        for precision in precisions:
+            loop, agent = _rlamd_loop(n, precision, device)
+
+            def run(loop=loop) -> int:
+                for _ in range(iters):
+                    loop.iterate()
+                return iters * loop.rollout.num_steps * loop.collector.num_envs
+
+            f = measure(f"ppo/rlamd_{agent.precision.mode}/{n}envs", "env steps/s", run, repeats=repeats,
+                        device=device, num_envs=n, precision=agent.precision.mode)  # fmt: skip
+            figures.append(f)
+            base = base or f
+            rows.append(
+                (
+                    f"rlamd ({agent.precision.mode})",
+                    str(n),
+                    f"{f.median:,.0f}",
+                    f"{f.median / base.median:.2f}",
+                )
+            )
+            loop.collector.close()
+        if peers and device.type == "cpu":
+            try:
+                module = sb3()
+                import ale_py
+                import gymnasium as gym
+                from stable_baselines3.common.env_util import make_atari_env
+                from stable_baselines3.common.vec_env import VecFrameStack
+
+                gym.register_envs(ale_py)
+                env = VecFrameStack(make_atari_env(GYM_ID, n_envs=n, seed=0), n_stack=4)
+                model = module.PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=128 * n // 4,
+                                   learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01, vf_coef=0.5,
+                                   max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95, device="cpu", verbose=0, seed=0)  # fmt: skip
+
+                def run_sb3(model=model, n=n) -> int:
+                    model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
+                    return iters * 128 * n
+
+                f = measure(
+                    f"ppo/sb3_fp32/{n}envs", "env steps/s", run_sb3, repeats=repeats, num_envs=n
+                )
+                figures.append(f)
+                assert base is not None
+                base.meta["ratio_to_sb3"] = base.median / f.median
+                rows.append(
+                    ("SB3 PPO (fp32)", str(n), f"{f.median:,.0f}", f"{f.median / base.median:.2f}")
+                )
+                env.close()
+            except PeerUnavailable as exc:
+                notes.append(f"Stable-Baselines3 skipped: {exc}")
+        from rlamd.bench.env import _raw
+
+        raw = _raw(GAME, n)
+        raw.reset(seed=0)
+        acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+
+        def run_raw(raw=raw, acts=acts) -> int:
+            for a in acts:
+                raw.step(a)
+            return len(acts) * len(acts[0])
+
+        f = measure(
+            f"ppo/raw_env_ceiling/{n}envs", "env steps/s", run_raw, repeats=repeats, num_envs=n
+        )
+        figures.append(f)
+        rows.append(
+            (
+                "raw AtariVectorEnv (no learning)",
+                str(n),
+                f"{f.median:,.0f}",
+                f"{f.median / base.median:.2f}",
+            )
+        )
+        raw.close()
+    print(f"\nppo on {device}: Breakout, 128 steps x envs per rollout, 4 epochs x 4 minibatches "
+          f"(median of {repeats} x {iters} rollouts; ratio = steps/s / rlamd {precisions[0]}'s)")  # fmt: skip
+    print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
+    for f in figures:
+        if "ratio_to_sb3" in f.meta:
+            print(
+                f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: {f.meta['ratio_to_sb3']:.2f}x SB3's env steps/s"
+            )
+    for note in notes:
+        print(note)
+    return figures
