@@ -516,6 +516,20 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, DeviceError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # GPU errors (torch.OutOfMemoryError is one too)
+        from rlamd.doctor.known_errors import explain, format_explanation
+
+        rows = explain(str(exc))
+        if not rows:
+            raise
+        first = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        print(
+            f"error: training stopped by a GPU error: {first}\n{format_explanation(rows[0])}\n"
+            "The last checkpoint was kept; continue with --resume RUN once fixed. Check the machine with "
+            '`python -m rlamd.doctor`, or paste any error into `python -m rlamd.doctor --explain "..."`.',
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ SECTIONS = {name: cls() for name, cls in SECTION_TYPES.items()}
 
 
 def test_set_fills_sections_with_types():
-    got = parse_set(["dqn.lr=3e-4", "steps=1_000", "atari.sticky=0.25", "dqn.hidden=64,64"], SECTIONS)
+    got = parse_set(
+        ["dqn.lr=3e-4", "steps=1_000", "atari.sticky=0.25", "dqn.hidden=64,64"], SECTIONS
+    )
     assert got == {
         "dqn": {"lr": "3e-4", "hidden": "64,64"},
         "train": {"steps": "1_000"},
@@ -27,7 +29,10 @@ def test_set_fills_sections_with_types():
     ("items", "message"),
     [
         (["dqn.lrr=1"], "Unknown setting 'dqn.lrr'. Did you mean dqn.lr"),
-        (["dqm.lr=1"], "unknown section 'dqm'; accepted: train, dqn, ppo, atari. Did you mean 'dqn'"),
+        (
+            ["dqm.lr=1"],
+            "unknown section 'dqm'; accepted: train, dqn, ppo, atari. Did you mean 'dqn'",
+        ),
         (["learnig_starts=5"], "Did you mean learning_starts"),
         (["lr"], "expected key=value"),
         (["hidden=8"], "'hidden' exists in dqn, ppo; write e.g. dqn.hidden=8"),

@@ -206,3 +206,20 @@ def test_ppo_same_seed_same_numbers(tmp_path):
     assert a["scores"] == b["scores"] and a["scores"] != c["scores"]
     for k, v in a["agent"]["net"].items():
         assert torch.equal(v, b["agent"]["net"][k]), k
+
+
+def test_gpu_error_during_training_points_to_the_doctor(tmp_path, capsys, monkeypatch):
+    import rlamd.train as train_module
+
+    def boom(*args, **kwargs):
+        raise torch.OutOfMemoryError("HIP out of memory. Tried to allocate 7.03 GiB")
+
+    monkeypatch.setattr(train_module, "run", boom)
+    assert main(["cartpole", "--logdir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert "GPU out of memory" in err and "python -m rlamd.doctor" in err and "--resume" in err
+    monkeypatch.setattr(
+        train_module, "run", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("a plain bug"))
+    )
+    with pytest.raises(RuntimeError, match="a plain bug"):
+        main(["cartpole", "--logdir", str(tmp_path)])

@@ -1,0 +1,85 @@
+"""``python -m rlamd.doctor [--device DEV] [--json] [--explain "<message>"]``.
+
+Walks hardware, driver, runtime, framework, architecture and a few real operations on
+the device, and says for anything not PASS what to do. Exit status 0 when the selected
+device is usable. It never needs root, never changes the system, and gives every
+external command a timeout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .checks import FAIL, LAYERS, PASS, SKIP, WARN, Report, diagnose
+from .known_errors import KNOWN_ERRORS, explain, format_explanation
+from .system import System
+
+_COLOURS = {PASS: "\033[32m", WARN: "\033[33m", FAIL: "\033[31m", SKIP: "\033[90m"}
+
+
+def format_report(report: Report, colour: bool) -> str:
+    def tag(status: str) -> str:
+        return f"{_COLOURS[status]}{status}\033[0m" if colour else status
+
+    lines = [f"rlamd doctor: --device {report.device}"]
+    for layer in LAYERS:
+        checks = [c for c in report.checks if c.layer == layer]
+        if not checks:
+            continue
+        lines.append(f"\n{layer}")
+        for c in checks:
+            ms = f" ({c.ms:.0f} ms)" if c.ms is not None else ""
+            lines.append(f"  [{tag(c.status)}] {c.name}: {c.seen}{ms}")
+            if c.fix and c.status != PASS:
+                lines.append(f"         fix: {c.fix}")
+    verdict = tag(PASS if report.usable else FAIL)
+    lines.append(f"\nverdict [{verdict}] {report.verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m rlamd.doctor", description=(__doc__ or "").split("\n\n")[1]
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON object (for bug reports)")
+    p.add_argument(
+        "--explain", metavar="MESSAGE", help="explain a pasted error message or log line"
+    )
+    p.add_argument("--no-app", action="store_true", help="skip the operations run on the device")
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="seconds each external command may take (default: 5)",
+    )
+    args = p.parse_args(argv)
+    if args.explain is not None:
+        rows = explain(args.explain)
+        if args.json:
+            print(json.dumps({"message": args.explain, "matches": [
+                {"key": e.key, "title": e.title, "causes": list(e.causes), "fixes": list(e.fixes)} for e in rows]}))  # fmt: skip
+        elif rows:
+            print("\n\n".join(format_explanation(e) for e in rows))
+        else:
+            print("No known error matches that message. Known errors:\n" + "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
+                  + "\nRun `python -m rlamd.doctor` to check the machine layer by layer.")  # fmt: skip
+        return 0 if rows else 1
+    try:
+        report = diagnose(System(timeout=args.timeout), args.device, app=not args.no_app)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(format_report(report, colour=sys.stdout.isatty()))
+    return 0 if report.usable else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
