@@ -1,56 +1,211 @@
-"""``python -m rlamd.bench [SUITE ...] [--quick]``: run benchmark suites and print tables."""
+"""``python -m rlamd.bench [SUITE ...] [--device DEV] [--quick] [--out DIR]``.
+
+Measures rlamd on this machine, runs the installed peers in the same run, and writes a
+table per suite, ``results.json`` (machine, versions, every figure with median, min, max
+and repeats) and a PNG chart per suite. Warm-up runs are excluded; figures are medians.
+Suites: device, env, replay, learner, dqn, ppo, allreduce.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import platform
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import torch
 
-SUITES = ("env", "replay", "dqn", "ppo")
+from .common import Figure
+
+SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "allreduce")
+
+# Published figures shown beside the measured ones; never mixed with them.
+PUBLISHED = [
+    {"name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128", "hardware": "AMD Radeon RX 6800 XT",
+     "median": 2150.0, "plus_minus": 120.0, "unit": "it/s", "source": "published figure quoted in the rlamd project brief (Atari iteration-speed table)"},
+    {"name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128", "hardware": "NVIDIA GeForce RTX 3080",
+     "median": 2480.0, "plus_minus": 150.0, "unit": "it/s", "source": "published figure quoted in the rlamd project brief (Atari iteration-speed table)"},
+]  # fmt: skip
+
+
+def machine_info(device: torch.device) -> dict[str, Any]:
+    from rlamd.device import describe_device
+
+    info = describe_device(device)
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hip": info.hip_version,
+        "cuda": info.cuda_version,
+        "device": info.to_dict(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) -> list[str]:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        notes.append("matplotlib not installed: charts skipped (bash scripts/setup.sh --bench)")
+        return []
+    written = []
+    for suite, figures in results.items():
+        by_unit: dict[str, list[Figure]] = {}
+        for f in figures:
+            by_unit.setdefault(f.unit, []).append(f)
+        fig, axes = plt.subplots(
+            len(by_unit),
+            1,
+            figsize=(8, 1.2 + 0.35 * len(figures) + 0.6 * len(by_unit)),
+            squeeze=False,
+        )
+        for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
+            names = [f.name.split("/", 1)[-1] for f in figs]
+            ax.barh(names, [f.median for f in figs], xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
+                    color=["#c0392b" if "rlamd" in f.name or not any(p in f.name for p in ("sb3", "torchrl", "numpy", "raw"))
+                           else "#7f8c8d" for f in figs])  # fmt: skip
+            ax.set_xlabel(unit)
+            ax.invert_yaxis()
+            ax.grid(axis="x", alpha=0.3)
+        axes[0, 0].set_title(f"rlamd bench: {suite} (median, min-max)")
+        fig.tight_layout()
+        path = out / f"{suite}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(str(path))
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m rlamd.bench", description=__doc__)
-    p.add_argument("suites", nargs="*", default=list(SUITES), help=f"any of: {', '.join(SUITES)}")
-    p.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N]")
+    p = argparse.ArgumentParser(
+        prog="python -m rlamd.bench", description=(__doc__ or "").split("\n\n")[1]
+    )
+    p.add_argument(
+        "suites", nargs="*", default=[], help=f"any of: {', '.join(SUITES)} (default: all)"
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer steps and repeats (under two minutes on a 2-core CPU)",
+    )
+    p.add_argument(
+        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
+    )
+    p.add_argument(
+        "--out", default="bench-out", help="folder for results.json and charts (default: bench-out)"
+    )
+    p.add_argument(
+        "--no-peers",
+        action="store_true",
+        help="skip Stable-Baselines3 / TorchRL even when installed",
+    )
     args = p.parse_args(argv)
+    for s in args.suites:
+        if s not in SUITES:
+            import difflib
+
+            close = difflib.get_close_matches(s, SUITES, n=1)
+            p.error(
+                f"unknown suite '{s}'; accepted: {', '.join(SUITES)}"
+                + (f". Did you mean '{close[0]}'?" if close else "")
+            )
+    suites = args.suites or list(SUITES)
     from rlamd.hostalloc import tune_host_allocator
 
     tune_host_allocator()
-    for s in args.suites:
-        if s not in SUITES:
-            p.error(f"unknown suite '{s}'; accepted: {', '.join(SUITES)}")
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    if "env" in args.suites:
-        from .env import run_env_suite
+    from rlamd.device import DeviceError, resolve_device
 
-        run_env_suite(steps=100 if args.quick else 400, repeats=3 if args.quick else 5)
-    if "replay" in args.suites:
-        from rlamd.device import resolve_device
+    try:
+        device = resolve_device(args.device)
+    except (DeviceError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    quick, peers = args.quick, not args.no_peers
+    results: dict[str, list[Figure]] = {}
+    notes: list[str] = []
+    t0 = time.perf_counter()
+    for suite in suites:
+        if suite == "device":
+            from .device import run_device_suite
 
-        from .replay import run_replay_suite
+            results[suite] = run_device_suite(device, quick=quick, repeats=3 if quick else 5)
+        elif suite == "env":
+            from .env import run_env_suite
 
-        run_replay_suite(
-            iters=50 if args.quick else 200,
-            repeats=3 if args.quick else 5,
-            device=resolve_device(args.device),
-        )
-    if "dqn" in args.suites:
-        from rlamd.device import resolve_device
+            results[suite] = run_env_suite(steps=100 if quick else 400, repeats=3 if quick else 5)
+        elif suite == "replay":
+            from .replay import run_replay_suite
 
-        from .dqn import run_dqn_suite
+            results[suite] = run_replay_suite(capacity=2**18 if quick else 2**20, iters=50 if quick else 200,
+                                              repeats=3 if quick else 5, device=device, peers=peers, notes=notes)  # fmt: skip
+        elif suite == "learner":
+            from .learner import run_learner_suite
 
-        run_dqn_suite(iters=20 if args.quick else 60, repeats=2 if args.quick else 3,
-                      device=resolve_device(args.device))  # fmt: skip
-    if "ppo" in args.suites:
-        from rlamd.device import resolve_device
+            results[suite] = run_learner_suite(device, batches=(32, 128) if quick else (32, 128, 512),
+                                               iters=3 if quick else 10, repeats=2 if quick else 3)  # fmt: skip
+        elif suite == "dqn":
+            from .dqn import run_dqn_suite
 
-        from .ppo import run_ppo_suite
+            results[suite] = run_dqn_suite(batches=(128,) if quick else (32, 128), iters=15 if quick else 60,
+                                           repeats=2 if quick else 3, device=device, peers=peers,
+                                           precisions=("auto",) if quick else ("auto", "fp32"), notes=notes)  # fmt: skip
+        elif suite == "ppo":
+            from .ppo import run_ppo_suite
 
-        run_ppo_suite(iters=1 if args.quick else 3, repeats=2 if args.quick else 3,
-                      device=resolve_device(args.device))  # fmt: skip
+            results[suite] = run_ppo_suite(iters=1 if quick else 3, repeats=2 if quick else 3, device=device,
+                                           precisions=("auto",) if quick else ("auto", "fp32"), peers=peers,
+                                           env_counts=(8,) if device.type == "cpu" else (8, 64), notes=notes)  # fmt: skip
+        elif suite == "allreduce":
+            from .allreduce import run_allreduce_suite
+
+            results[suite] = run_allreduce_suite(
+                max_bytes=(16 if quick else 256) * 2**20, iters=5 if quick else 10
+            )
+    if "dqn" in results:
+        print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
+        ours = [
+            f for f in results["dqn"] if f.name.endswith("/b128/iterations") and "rlamd" in f.name
+        ]
+        for pub in PUBLISHED:
+            mine = (
+                f"; rlamd here: {ours[0].median:,.1f} it/s ({ours[0].median / pub['median']:.3f}x)"
+                if ours
+                else ""
+            )
+            print(
+                f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} {pub['unit']}{mine}"
+            )
+    charts = write_charts(out, results, notes)
+    doc = {
+        "machine": machine_info(device),
+        "command": " ".join(
+            ["python -m rlamd.bench", *(argv if argv is not None else sys.argv[1:])]
+        ),
+        "quick": quick,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "suites": {k: [f.to_dict() for f in v] for k, v in results.items()},
+        "published": PUBLISHED,
+        "notes": notes,
+        "charts": charts,
+    }
+    (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    for n in notes:
+        print(f"note: {n}")
+    print(f"\nwrote {out / 'results.json'}{' and ' + str(len(charts)) + ' charts' if charts else ''} "
+          f"in {doc['seconds']:.0f} s")  # fmt: skip
     return 0
 
 

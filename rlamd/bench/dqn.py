@@ -74,10 +74,11 @@ def run_dqn_suite(
     precisions: tuple[str, ...] = ("auto", "fp32"),
     warm: int = 1_000,
     peers: bool = True,
+    notes: list[str] | None = None,
 ) -> list[Figure]:
     device = torch.device(device)
     figures: list[Figure] = []
-    notes: list[str] = []
+    notes = [] if notes is None else notes
     rows = []
     for batch in batches:
         base: Figure | None = None
@@ -141,6 +142,4 @@ def run_dqn_suite(
             print(
                 f"rlamd {f.meta['precision']} at batch {f.meta['batch']}: {f.meta['ratio_to_sb3']:.2f}x SB3's iterations/s"
             )
-    for n in notes:
-        print(n)
     return figures

@@ -42,10 +42,12 @@ def run_ppo_suite(
     env_counts: tuple[int, ...] = (8,),
     precisions: tuple[str, ...] = ("auto", "fp32"),
     peers: bool = True,
+    notes: list[str] | None = None,
 ) -> list[Figure]:
     device = torch.device(device)
     figures: list[Figure] = []
-    rows, notes = [], []
+    rows: list[tuple[str, ...]] = []
+    notes = [] if notes is None else notes
     for n in env_counts:
         base = None
         for precision in precisions:
@@ -131,6 +133,4 @@ def run_ppo_suite(
             print(
                 f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: {f.meta['ratio_to_sb3']:.2f}x SB3's env steps/s"
             )
-    for note in notes:
-        print(note)
     return figures

@@ -33,12 +33,14 @@ def run_replay_suite(
     iters: int = 200,
     repeats: int = 5,
     device: torch.device | str = "cpu",
+    peers: bool = True,
+    notes: list[str] | None = None,
 ) -> list[Figure]:
     from rlamd.replay import PrioritizedReplayBuffer, PrioritizedSampler
 
     device = torch.device(device)
     figures: list[Figure] = []
-    notes: list[str] = []
+    notes = [] if notes is None else notes
     g = torch.Generator(device=device).manual_seed(1)
 
     def sampler_loop(sampler):
@@ -85,6 +87,8 @@ def run_replay_suite(
                            repeats=repeats, device=device, per="us", capacity=capacity, batch=batch))  # fmt: skip
 
     try:
+        if not peers:
+            raise PeerUnavailable("--no-peers")
         from torchrl.data import LazyTensorStorage
 
         peer = torchrl_prioritized_sampler(capacity, ALPHA, BETA)
@@ -146,6 +150,4 @@ def run_replay_suite(
           f"(median of {repeats}; ratio = time / rlamd sampler's)")  # fmt: skip
     print_table(rows, ("figure", "median", "unit", "vs rlamd"))
     print(f"1M Atari transitions: {per_t * million / 1e9:.3f} GB on the device")
-    for n in notes:
-        print(n)
     return figures
