@@ -24,6 +24,7 @@ import torch
 
 __all__ = [
     "DEFAULT_HIP_ALLOC_CONF",
+    "DEVICE_HELP",
     "DeviceError",
     "DeviceInfo",
     "TorchQueries",
@@ -34,6 +35,9 @@ __all__ = [
 ]
 
 DEFAULT_HIP_ALLOC_CONF = "garbage_collection_threshold:0.6,max_split_size_mb:128"
+DEVICE_HELP = (
+    "auto, cpu, cuda[:N], hip[:N], rocm[:N] (hip/rocm map to torch's cuda on ROCm; default: auto)"
+)
 DOCTOR_HINT = "Run `python -m rlamd.doctor` for a full diagnosis and the fix."
 _KINDS = ("auto", "cpu", "cuda", "hip", "rocm", "gpu", "mps")
 _VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")

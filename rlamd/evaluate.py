@@ -17,6 +17,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rlamd.device import DEVICE_HELP
+
 __all__ = ["evaluate_policy", "main"]
 
 
@@ -94,9 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--video", metavar="DIR", default=None, help="write a GIF per episode of env 0 to DIR"
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument(
-        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
-    )
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--seed", type=int, default=10_000, help="env seed (default: 10000)")
     p.add_argument(
         "--epsilon",

@@ -11,16 +11,42 @@ from rlamd.bench.peers import PeerUnavailable
 
 
 def test_results_json_schema(tmp_path, capsys):
-    assert main(["device", "learner", "--quick", "--no-peers", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "device",
+                "learner",
+                "--quick",
+                "--no-peers",
+                "--device",
+                "cpu",
+                "--out",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     doc = json.loads((tmp_path / "results.json").read_text())
-    assert {"machine", "suites", "published", "notes", "command", "quick", "seconds", "charts"} <= set(doc)
+    assert {
+        "machine",
+        "suites",
+        "published",
+        "notes",
+        "command",
+        "quick",
+        "seconds",
+        "charts",
+    } <= set(doc)
     assert doc["machine"]["torch"] and doc["machine"]["device"]["backend"] == "cpu"
     figures = [f for suite in doc["suites"].values() for f in suite]
     assert {f["name"].split("/")[0] for f in figures} == {"device", "learner"}
     for f in figures:
         assert {"name", "unit", "median", "min", "max", "repeats", "meta"} <= set(f)
         assert f["min"] <= f["median"] <= f["max"] and len(f["repeats"]) >= 2
-    assert {p["hardware"] for p in doc["published"]} == {"AMD Radeon RX 6800 XT", "NVIDIA GeForce RTX 3080"}
+    assert {p["hardware"] for p in doc["published"]} == {
+        "AMD Radeon RX 6800 XT",
+        "NVIDIA GeForce RTX 3080",
+    }
     assert all("source" in p for p in doc["published"])
     for chart in doc["charts"]:
         assert (tmp_path / chart.rsplit("/", 1)[-1]).stat().st_size > 1000
@@ -34,8 +60,12 @@ def test_missing_peer_is_skipped_with_a_note(monkeypatch):
 
     monkeypatch.setattr(dqn_bench, "sb3", missing)
     notes: list[str] = []
-    figures = dqn_bench.run_dqn_suite(batches=(32,), iters=2, repeats=1, precisions=("fp32",), warm=64, notes=notes)
-    assert notes and notes[0].startswith("Stable-Baselines3 skipped: stable_baselines3 not importable")
+    figures = dqn_bench.run_dqn_suite(
+        batches=(32,), iters=2, repeats=1, precisions=("fp32",), warm=64, notes=notes
+    )
+    assert notes and notes[0].startswith(
+        "Stable-Baselines3 skipped: stable_baselines3 not importable"
+    )
     assert figures and not any("sb3" in f.name for f in figures)
 
 

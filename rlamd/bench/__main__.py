@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from rlamd.device import DEVICE_HELP
+
 from .common import Figure
 
 SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "allreduce")
@@ -99,9 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="fewer steps and repeats (under two minutes on a 2-core CPU)",
     )
-    p.add_argument(
-        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
-    )
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument(
         "--out", default="bench-out", help="folder for results.json and charts (default: bench-out)"
     )

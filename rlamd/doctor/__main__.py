@@ -12,6 +12,8 @@ import argparse
 import json
 import sys
 
+from rlamd.device import DEVICE_HELP
+
 from .checks import FAIL, LAYERS, PASS, SKIP, WARN, Report, diagnose
 from .known_errors import KNOWN_ERRORS, explain, format_explanation
 from .system import System
@@ -43,9 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m rlamd.doctor", description=(__doc__ or "").split("\n\n")[1]
     )
-    p.add_argument(
-        "--device", default="auto", help="auto, cpu, cuda[:N], hip[:N], rocm[:N] (default: auto)"
-    )
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object (for bug reports)")
     p.add_argument(
         "--explain", metavar="MESSAGE", help="explain a pasted error message or log line"
