@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.distributions import Categorical
 
 from rlamd.precision import Precision
 
@@ -253,7 +252,9 @@ class PPO:
             logits, value = self._net_fn(obs)
         logp_all = torch.log_softmax(logits.float(), 1)
         new_lp = logp_all.gather(1, actions[:, None]).squeeze(1)
-        entropy = Categorical(logits=logits.float()).entropy().mean()
+        # Entropy from log-probabilities directly: torch.distributions validates its
+        # arguments with a host-synchronising check on every call.
+        entropy = -(logp_all.exp() * logp_all).sum(1).mean()
         log_ratio = new_lp - old_lp
         ratio = log_ratio.exp()
         with torch.no_grad():
