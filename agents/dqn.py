@@ -187,7 +187,12 @@ class DQN:
         q = q_all.float().gather(1, batch.actions[:, None]).squeeze(1)
         y = batch.returns + batch.discounts * next_q
         td = q - y
-        loss = (batch.weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
+        # The buffer normalises weights by the largest *possible* weight (that of the
+        # smallest priority stored), which in a big buffer can shrink every weight and
+        # with it the step size tenfold; rescaling by the batch's largest weight keeps
+        # the relative weighting and the learning rate meaningful (Dopamine, Rainbow).
+        weights = batch.weights / batch.weights.max()
+        loss = (weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
         self.precision.step(loss, self.optimizer, self.params)
         self.updates += 1
         self._sync_target()

@@ -209,6 +209,13 @@ class PPO:
         return action, logprob, value
 
     @torch.no_grad()
+    def logprob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """log pi(a|s) of given actions (for actions the env overrode)."""
+        with self.precision.autocast():
+            logits, _ = self._net_fn(obs)
+        return torch.log_softmax(logits, 1).gather(1, actions[:, None]).squeeze(1)
+
+    @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         with self.precision.autocast():
             return self._net_fn(obs)[1]

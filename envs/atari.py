@@ -9,6 +9,7 @@ Observations are ``uint8`` arrays ``(num_envs, 4, 84, 84)`` from either backend.
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, replace
 
@@ -152,5 +153,19 @@ def make_atari(name: str, num_envs: int, cfg: AtariConfig | None = None) -> VecE
         venv,
         clip_rewards=cfg.clip_rewards,
         episodic_life=cfg.episodic_life,
+        fire_action=_fire_index(env_id.game) if cfg.fire_reset else None,
         name=env_id.game,
     )
+
+
+@functools.cache
+def _fire_index(game: str) -> int | None:
+    """Index of FIRE in the game's minimal action set (None if it has none)."""
+    from ale_py import Action, ALEInterface, LoggerMode
+    from ale_py.roms import get_rom_path
+
+    ALEInterface.setLoggerMode(LoggerMode.Error)
+    ale = ALEInterface()
+    ale.loadROM(get_rom_path(game))
+    actions = list(ale.getMinimalActionSet())
+    return actions.index(Action.FIRE) if Action.FIRE in actions else None

@@ -40,6 +40,8 @@ class Step(NamedTuple):
     """float64 unclipped game score of the episode that ended (rows where ``done``)."""
     episode_length: np.ndarray
     """int64 env steps of the episode that ended (rows where ``done``)."""
+    actions: np.ndarray
+    """int64 actions executed: the ones given, except FIRE forced after a lost life."""
 
 
 class VecEnv:
@@ -51,6 +53,7 @@ class VecEnv:
         *,
         clip_rewards: bool = False,
         episodic_life: bool = False,
+        fire_action: int | None = None,
         name: str = "",
     ) -> None:
         self.env = env
@@ -63,6 +66,11 @@ class VecEnv:
         self._score = np.zeros(self.num_envs, dtype=np.float64)
         self._length = np.zeros(self.num_envs, dtype=np.int64)
         self._lives: np.ndarray | None = None
+        # With episodic life a lost life starts a new learning episode, and like a reset
+        # it presses FIRE (as SB3's and baselines' FireResetEnv do on every reset):
+        # without it the ball is never served and the game stalls.
+        self.fire_action = fire_action if episodic_life else None
+        self._fire_next = np.zeros(self.num_envs, dtype=bool)
 
     @property
     def num_actions(self) -> int:
@@ -76,6 +84,7 @@ class VecEnv:
         self._score[:] = 0.0
         self._length[:] = 0
         self._lives = self._read_lives(info)
+        self._fire_next[:] = False
         return obs
 
     @staticmethod
@@ -84,6 +93,9 @@ class VecEnv:
         return None if lives is None else np.asarray(lives, dtype=np.int64).copy()
 
     def step(self, actions: np.ndarray) -> Step:
+        actions = np.asarray(actions, dtype=np.int64)
+        if self.fire_action is not None and self._fire_next.any():
+            actions = np.where(self._fire_next, self.fire_action, actions)
         obs, reward, terminated, truncated, info = self.env.step(actions)
         reward = np.asarray(reward, dtype=np.float64)
         terminated = np.asarray(terminated, dtype=bool)
@@ -110,6 +122,7 @@ class VecEnv:
             # reset `lives` is the new game's count, so `done` rows are excluded.
             lost = (lives < self._lives) & ~done
             learn_terminated = terminated | lost
+            self._fire_next = lost
         self._lives = lives
 
         learn_reward = np.clip(reward, -1.0, 1.0) if self.clip_rewards else reward
@@ -122,6 +135,7 @@ class VecEnv:
             final_obs=final_obs,
             episode_return=ep_return,
             episode_length=ep_length,
+            actions=actions,
         )
 
     def close(self) -> None:

@@ -50,8 +50,10 @@ class Collector:
     ) -> tuple[np.ndarray, np.ndarray, Step]:
         """Act on the current observations and step the env.
 
-        Returns ``(obs_before, actions, step)``; ``obs_before`` is the host array the
-        actions were chosen from (what a replay buffer stores).
+        Returns ``(obs_before, chosen, step)``: ``obs_before`` is the host array the
+        actions were chosen from, ``chosen`` the policy's actions; ``step.actions`` holds
+        the actions executed (FIRE may be forced after a lost life), which is what a
+        replay buffer stores.
         """
         actions = policy(self.obs_tensor()).cpu().numpy()
         before = self.obs

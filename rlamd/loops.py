@@ -37,8 +37,8 @@ class OffPolicyLoop:
     def iterate(self) -> Step:
         cfg, agent, buffer = self.cfg, self.agent, self.buffer
         eps = self.epsilon = cfg.epsilon(self.step, self.total_steps)
-        obs, actions, s = self.collector.step(lambda o: agent.act(o, eps))
-        buffer.add(obs, actions, s.reward, s.terminated, s.done, s.final_obs)
+        obs, _, s = self.collector.step(lambda o: agent.act(o, eps))
+        buffer.add(obs, s.actions, s.reward, s.terminated, s.done, s.final_obs)
         self.step += self.collector.num_envs
         if self.step >= cfg.learning_starts and len(buffer) >= cfg.batch_size:
             self._credit += self._per_step
@@ -95,10 +95,16 @@ class OnPolicyLoop:
                 out["action"], out["logprob"], out["value"] = agent.act(o)
                 return out["action"]
 
-            _, _, s = col.step(policy)
+            _, chosen, s = col.step(policy)
             ro.obs[t] = out["obs"]
             ro.actions[t] = out["action"]
             ro.logprobs[t] = out["logprob"]
+            forced = np.flatnonzero(chosen != s.actions)
+            if forced.size:  # FIRE forced after a lost life: learn from what was executed
+                rows = torch.from_numpy(forced).to(device)
+                executed = torch.from_numpy(s.actions[forced]).to(device)
+                ro.actions[t, rows] = executed
+                ro.logprobs[t, rows] = agent.logprob(out["obs"][rows], executed)
             ro.values[t] = out["value"]
             flags = np.stack([s.reward, s.terminated, s.terminated | s.done]).astype(np.float32)
             ro.rewards[t], ro.terminated[t], ro.ended[t] = torch.from_numpy(flags).to(

@@ -38,7 +38,7 @@ def test_scores_are_real_game_scores_across_lives():
     for _ in range(1200):
         a = rng.integers(0, 6, n)
         s = ours.step(a)
-        obs, r, term, trunc, _ = raw.step(a)
+        obs, r, term, trunc, _ = raw.step(s.actions)  # FIRE may be forced after a lost life
         np.testing.assert_array_equal(s.obs, obs)
         np.testing.assert_array_equal(s.reward, np.clip(r, -1, 1).astype(np.float32))
         big_reward |= bool((r > 1).any())
@@ -74,3 +74,22 @@ def test_bad_arguments_raise_clear_errors():
         make_env("breakout", num_envs=0)
     with pytest.raises(ValueError, match="backend='sdl'; accepted: auto, ale, gymnasium"):
         AtariConfig(backend="sdl")
+
+
+def test_fire_is_pressed_after_a_lost_life_only_when_learning():
+    env = make_env("breakout", num_envs=4, atari=AtariConfig(num_threads=1))
+    env.reset(seed=2)
+    rng = np.random.default_rng(3)
+    lost_before = np.zeros(4, dtype=bool)
+    forced = 0
+    for _ in range(600):
+        a = rng.choice([0, 2, 3], 4)  # never FIRE by choice
+        s = env.step(a)
+        np.testing.assert_array_equal(s.actions == 1, lost_before)
+        forced += int(lost_before.sum())
+        lost_before = s.terminated & ~s.done
+    assert forced >= 4
+    ev = make_env("breakout", num_envs=2, atari=AtariConfig().for_evaluation())
+    ev.reset(seed=0)
+    for _ in range(300):
+        assert not (ev.step(np.zeros(2, dtype=np.int64)).actions == 1).any()
