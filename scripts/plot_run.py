@@ -42,9 +42,9 @@ def main() -> None:
     with open(args.out.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "mean_training_score", "episodes", "eval_mean", "eval_std"])
-        eval_at = {int(e["step"] // args.bin): e for e in evals}
+        pending = sorted(evals, key=lambda e: e["step"])
         for step, mean, n in rows:
-            ev = eval_at.get(step // args.bin - 1) or eval_at.get(step // args.bin)
+            ev = pending.pop(0) if pending and pending[0]["step"] <= step else None  # first row at or after it
             w.writerow(
                 [
                     step,
