@@ -44,7 +44,9 @@ def main() -> None:
         w.writerow(["step", "mean_training_score", "episodes", "eval_mean", "eval_std"])
         pending = sorted(evals, key=lambda e: e["step"])
         for step, mean, n in rows:
-            ev = pending.pop(0) if pending and pending[0]["step"] <= step else None  # first row at or after it
+            ev = (
+                pending.pop(0) if pending and pending[0]["step"] <= step else None
+            )  # first row at or after it
             w.writerow(
                 [
                     step,

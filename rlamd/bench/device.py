@@ -49,7 +49,9 @@ def run_device_suite(
     size = (4096 if not quick else 2048) if gpu else (1024 if quick else 2048)
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
     for label, dtype in dtypes.items():
-        if not gpu and label == "fp16":  # CPU fp16 matmul is unoptimised and no CPU training uses it
+        if (
+            not gpu and label == "fp16"
+        ):  # CPU fp16 matmul is unoptimised and no CPU training uses it
             continue
         a = torch.randn(size, size, device=device).to(dtype)
         b = torch.randn(size, size, device=device).to(dtype)
