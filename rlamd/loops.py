@@ -8,6 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import torch
+
 from rlamd.collector import Collector
 from rlamd.envs import Step
 
@@ -66,8 +69,6 @@ class OnPolicyLoop:
     def __init__(
         self, collector: Collector, agent: Any, cfg: Any, total_steps: int, step: int = 0
     ) -> None:
-        import torch
-
         from rlamd.agents.ppo import Rollout
 
         self.collector, self.agent, self.cfg = collector, agent, cfg
@@ -79,9 +80,6 @@ class OnPolicyLoop:
         self.epsilon = 0.0  # for logging symmetry with the off-policy loop
 
     def iterate(self) -> list[Step]:
-        import numpy as np
-        import torch
-
         ro, agent, col = self.rollout, self.agent, self.collector
         device = col.device
         agent.set_progress(self.step / self.total_steps)

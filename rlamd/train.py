@@ -251,6 +251,23 @@ def _fit_capacity(requested: int, per_transition: float, device: torch.device, l
     return fits
 
 
+def build_replay(cfg: DQNConfig, env, device: torch.device, seed: int, log=print) -> Any:
+    """The replay a DQN run uses for ``env`` (shrunk to fit the free memory, and said so)."""
+    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, TransitionStorage
+
+    shape, obs_dtype, stack = _obs_info(env)
+    # record + sum and min trees (4 bytes each, plus ~1/31 for their inner nodes)
+    per_t = TransitionStorage.record_bytes(shape, obs_dtype, stack, env.num_actions) + 8.3
+    capacity = _fit_capacity(cfg.buffer_size, per_t, device, log)
+    cls, extra = ReplayBuffer, {}
+    if cfg.prioritized:
+        cls, extra = PrioritizedReplayBuffer, {"alpha": cfg.alpha, "epsilon": cfg.priority_eps}
+    return cls(
+        capacity, env.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
+        n_step=cfg.n_step, gamma=cfg.gamma, device=device, seed=seed, **extra,
+    )  # fmt: skip
+
+
 def _memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.memory_allocated(device) / 2**20
@@ -290,7 +307,6 @@ def run(
     from rlamd.evaluate import evaluate_policy
     from rlamd.logger import RunLogger
     from rlamd.loops import OffPolicyLoop, OnPolicyLoop
-    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     train: TrainConfig = sections["train"]
     dqn: DQNConfig = sections["dqn"]
@@ -311,7 +327,6 @@ def run(
     start_step = int(resume_state["step"]) if resume_state else 0
 
     env = make_env(train.env, num_envs=train.num_envs, atari=sections["atari"])
-    shape, obs_dtype, stack = _obs_info(env)
     agent, make_policy = build_agent(
         sections, device, resume_state["agent"] if resume_state else None, env=env
     )
@@ -321,22 +336,13 @@ def run(
     collector = Collector(env, device, seed=train.seed + start_step)
     buffer = None
     if train.algo == "dqn":
-        buffer_cls = PrioritizedReplayBuffer if dqn.prioritized else ReplayBuffer
-        extra = {"alpha": dqn.alpha, "epsilon": dqn.priority_eps} if dqn.prioritized else {}
-        per_t = (
-            shape[-1] * shape[-2] if stack > 1 else 4 * max(1, int(torch.tensor(shape).prod()))
-        ) + 14
-        capacity = _fit_capacity(dqn.buffer_size, per_t, device, logger.message)
-        buffer = buffer_cls(
-            capacity, train.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
-            n_step=dqn.n_step, gamma=dqn.gamma, device=device, seed=train.seed, **extra,
-        )  # fmt: skip
+        buffer = build_replay(dqn, env, device, train.seed, logger.message)
         if resume_state and "replay" in resume_state:
             buffer.load_state_dict(resume_state["replay"])
         loop: OffPolicyLoop | OnPolicyLoop = OffPolicyLoop(
             collector, buffer, agent, dqn, train.steps, start_step
         )
-        detail = f"replay {capacity:,}"
+        detail = f"replay {buffer.capacity:,}"
     else:
         loop = OnPolicyLoop(collector, agent, sections["ppo"], train.steps, start_step)
         detail = f"rollout {sections['ppo'].num_steps} x {train.num_envs}"

@@ -28,8 +28,7 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
     from rlamd.collector import Collector
     from rlamd.envs import AtariConfig, make_env
     from rlamd.loops import OffPolicyLoop
-    from rlamd.replay import PrioritizedReplayBuffer
-    from rlamd.train import TrainConfig, build_agent
+    from rlamd.train import TrainConfig, build_agent, build_replay
 
     cfg = replace(
         DQNConfig(), batch_size=batch, train_frequency=1, learning_starts=warm, buffer_size=50_000
@@ -40,9 +39,7 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
     env = make_env(GAME, num_envs=1)
     sections = {"train": train, "dqn": cfg, "atari": AtariConfig()}
     agent, _ = build_agent(sections, device, env=env)
-    buf = PrioritizedReplayBuffer(cfg.buffer_size, 1, (4, 84, 84), torch.uint8, frame_stack=4,
-                                  num_actions=env.num_actions, n_step=cfg.n_step, alpha=cfg.alpha,
-                                  device=device)  # fmt: skip
+    buf = build_replay(cfg, env, device, seed=0)
     loop = OffPolicyLoop(Collector(env, device, seed=0), buf, agent, cfg, train.steps)
     while loop.step < warm:
         loop.iterate()

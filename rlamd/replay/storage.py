@@ -20,6 +20,7 @@ handed to a sampler as index writes; sampling itself runs entirely on the device
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -95,8 +96,8 @@ class TransitionStorage:
         self.capacity = per_stream * num_streams
         self.obs_shape, self.obs_dtype = tuple(obs_shape), obs_dtype
         self.frame_stack, self.n_step, self.gamma = frame_stack, n_step, gamma
-        frame_shape = self.obs_shape[1:] if frame_stack > 1 else self.obs_shape
-        action_dtype = torch.uint8 if num_actions <= 256 else torch.int32
+        frame_shape, action_dtype = self._layout(self.obs_shape, frame_stack, num_actions)
+        self._np_obs_dtype = torch.empty(0, dtype=obs_dtype).numpy().dtype
         dev = self.device
         self.frames = torch.zeros((self.capacity, *frame_shape), dtype=obs_dtype, device=dev)
         self.actions = torch.zeros(self.capacity, dtype=action_dtype, device=dev)
@@ -116,6 +117,23 @@ class TransitionStorage:
         self.size = 0
 
     # ------------------------------------------------------------------ writing
+    @staticmethod
+    def _layout(
+        obs_shape: tuple[int, ...], frame_stack: int, num_actions: int
+    ) -> tuple[tuple[int, ...], torch.dtype]:
+        """Shape of one stored frame and the action dtype."""
+        frame_shape = tuple(obs_shape[1:]) if frame_stack > 1 else tuple(obs_shape)
+        return frame_shape, torch.uint8 if num_actions <= 256 else torch.int32
+
+    @classmethod
+    def record_bytes(
+        cls, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, frame_stack: int, num_actions: int
+    ) -> int:
+        """Bytes of one record (frame, action, float32 reward, uint8 flags) for this layout."""
+        frame_shape, action_dtype = cls._layout(obs_shape, frame_stack, num_actions)
+        frame = math.prod(frame_shape) * torch.empty(0, dtype=obs_dtype).element_size()
+        return frame + torch.empty(0, dtype=action_dtype).element_size() + 4 + 1
+
     def bytes_per_record(self) -> int:
         tensors = (self.frames, self.actions, self.rewards, self.flags)
         return sum(t[0].numel() * t.element_size() for t in tensors)
@@ -179,7 +197,7 @@ class TransitionStorage:
                 f"obs has shape {obs.shape}; this buffer stores ({S}, {', '.join(map(str, self.obs_shape))})"
                 f" ({S} streams of {self.obs_shape})"
             )
-        if torch.from_numpy(obs[:1].copy()).dtype != self.obs_dtype:
+        if obs.dtype != self._np_obs_dtype:
             raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
         for name, arr in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("done", done)):  # fmt: skip
             if np.shape(arr) != (S,):
