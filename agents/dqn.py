@@ -149,6 +149,8 @@ class DQN:
         self.num_actions = num_actions
         self.q = QNetwork(obs_shape, num_actions, dueling=cfg.dueling, hidden=cfg.hidden).to(device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.policy_net = self.q
+        """The acting network (what Ray rollout actors copy)."""
         self.params = list(self.q.parameters())
         self.optimizer = make_optimizer(self.params, cfg.lr, cfg.adam_eps, device)
         self._q_fn = torch.compile(self.q) if compile else self.q
@@ -156,6 +158,9 @@ class DQN:
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.updates = 0
+        self.sync = None
+        """Set by a distributed learner (:class:`rlamd.distributed.GradSync`): batch
+        statistics and gradients are then taken over all learners' batches."""
         # [loss, mean Q, |TD|, grad norm, updates] summed since the last read.
         self._stats = torch.zeros(5, device=device)
 
@@ -191,7 +196,8 @@ class DQN:
         # smallest priority stored), which in a big buffer can shrink every weight and
         # with it the step size tenfold; rescaling by the batch's largest weight keeps
         # the relative weighting and the learning rate meaningful (Dopamine, Rainbow).
-        weights = batch.weights / batch.weights.max()
+        wmax = batch.weights.max()
+        weights = batch.weights / (wmax if self.sync is None else self.sync.max(wmax))
         loss = (weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
         self.precision.step(loss, self.optimizer, self.params)
         self.updates += 1

@@ -183,12 +183,16 @@ class PPO:
 
         self.cfg, self.device, self.precision = cfg, device, precision
         self.net = ActorCritic(obs_shape, num_actions, cfg.hidden).to(device)
+        self.policy_net = self.net
+        """The acting network (what Ray rollout actors copy)."""
         self._net_fn = torch.compile(self.net) if compile else self.net
         self.params = list(self.net.parameters())
         self.optimizer = make_optimizer(self.params, cfg.lr, cfg.adam_eps, device)
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.updates = 0
+        self.sync = None
+        """Set by a distributed learner (:class:`rlamd.distributed.GradSync`)."""
         # [policy loss, value loss, entropy, approx KL, clip fraction, grad norm, minibatches, explained var, rollouts]
         self._stats = torch.zeros(9, device=device)
 
@@ -229,15 +233,39 @@ class PPO:
 
     def update(self, ro: Rollout, last_value: torch.Tensor) -> None:
         """GAE on the rollout, then ``update_epochs`` passes of shuffled minibatches."""
+        self.learn(self.flatten(ro, last_value))
+
+    def flatten(self, ro: Rollout, last_value: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The rollout as flat training rows, with GAE advantages and returns.
+
+        This is what a Ray rollout actor ships to the learners; ``learn`` takes it (or
+        several actors' rows concatenated).
+        """
         cfg = self.cfg
         adv, ret = compute_gae(
             ro.rewards, ro.values, ro.ended, ro.next_values(last_value), cfg.gamma, cfg.gae_lambda
         )
         B = ro.num_steps * ro.num_envs
-        obs = ro.obs.reshape(B, *ro.obs.shape[2:])
-        actions, old_lp, old_v = ro.actions.reshape(B), ro.logprobs.reshape(B), ro.values.reshape(B)
-        adv, ret = adv.reshape(B), ret.reshape(B)
+        return {"obs": ro.obs.reshape(B, *ro.obs.shape[2:]), "actions": ro.actions.reshape(B),
+                "logprobs": ro.logprobs.reshape(B), "values": ro.values.reshape(B),
+                "advantages": adv.reshape(B), "returns": ret.reshape(B)}  # fmt: skip
+
+    def learn(self, rows: dict[str, torch.Tensor]) -> None:
+        """``update_epochs`` passes of shuffled minibatches over ``rows`` (see :meth:`flatten`).
+
+        With several learners (``self.sync`` set) each holds its share of the rows and
+        takes the same share of every minibatch; the early stop on ``target_kl`` is
+        decided on the mean over all learners, so all of them run the same updates.
+        """
+        cfg = self.cfg
+        obs, actions, old_lp = rows["obs"], rows["actions"], rows["logprobs"]
+        old_v, adv, ret = rows["values"], rows["advantages"], rows["returns"]
+        B = actions.shape[0]
         mb = B // cfg.num_minibatches
+        if mb < 1:
+            raise ValueError(
+                f"{B} rows cannot make ppo.num_minibatches={cfg.num_minibatches} minibatches"
+            )
         for _epoch in range(cfg.update_epochs):
             perm = torch.randperm(B, generator=self.generator, device=self.device)
             kl_sum = torch.zeros((), device=self.device)
@@ -246,12 +274,24 @@ class PPO:
                 kl_sum += self._minibatch(
                     obs[idx], actions[idx], old_lp[idx], old_v[idx], adv[idx], ret[idx]
                 )
-            if cfg.target_kl is not None and float(kl_sum / cfg.num_minibatches) > cfg.target_kl:
-                break
+            if cfg.target_kl is not None:
+                kl = kl_sum / cfg.num_minibatches
+                if float(kl if self.sync is None else self.sync.mean(kl)) > cfg.target_kl:
+                    break
         var_y = ret.var()
         explained = torch.where(var_y > 0, 1 - (ret - old_v).var() / var_y, torch.zeros_like(var_y))
         self._stats[7] += explained
         self._stats[8] += 1
+
+    def _normalise(self, adv: torch.Tensor) -> torch.Tensor:
+        """Advantages scaled to mean 0 and (unbiased) std 1 over the whole minibatch,
+        which with several learners spans all of their shares."""
+        if self.sync is None:
+            return (adv - adv.mean()) / (adv.std() + 1e-8)
+        n = adv.numel() * self.sync.world_size
+        mean, sq = self.sync.mean(torch.stack([adv.mean(), adv.square().mean()]))
+        var = (sq - mean.square()).clamp_min(0) * (n / max(1, n - 1))
+        return (adv - mean) / (var.sqrt() + 1e-8)
 
     def _minibatch(self, obs, actions, old_lp, old_v, adv, ret) -> torch.Tensor:
         cfg = self.cfg
@@ -268,7 +308,7 @@ class PPO:
             approx_kl = ((ratio - 1) - log_ratio).mean()
             clipfrac = ((ratio - 1.0).abs() > cfg.clip_coef).float().mean()
         if cfg.norm_adv:
-            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = self._normalise(adv)
         pg_loss = torch.max(
             -adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)
         ).mean()

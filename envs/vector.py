@@ -43,6 +43,11 @@ class Step(NamedTuple):
     actions: np.ndarray
     """int64 actions executed: the ones given, except FIRE forced after a lost life."""
 
+    def finished(self) -> list[tuple[float, int]]:
+        """``(score, length)`` of every episode that ended in this step."""
+        return [(float(self.episode_return[i]), int(self.episode_length[i]))
+                for i in np.flatnonzero(self.done)]  # fmt: skip
+
 
 class VecEnv:
     """Wraps a same-step-autoreset gymnasium ``VectorEnv`` (see module docstring)."""

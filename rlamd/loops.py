@@ -14,7 +14,7 @@ import torch
 from rlamd.collector import Collector
 from rlamd.envs import Step
 
-__all__ = ["OffPolicyLoop"]
+__all__ = ["OffPolicyLoop", "OnPolicyLoop", "learn_from_replay"]
 
 
 class OffPolicyLoop:
@@ -53,10 +53,16 @@ class OffPolicyLoop:
 
     def learn(self, **kwargs: Any) -> None:
         """One update on a sampled batch, then its new priorities."""
-        batch = self.buffer.sample(self.cfg.batch_size, **kwargs)
-        td = self.agent.update(batch)
-        if self.prioritized:
-            self.buffer.update_priorities(batch.indices, td)
+        learn_from_replay(self.buffer, self.agent, self.cfg.batch_size, **kwargs)
+
+
+def learn_from_replay(buffer: Any, agent: Any, batch_size: int, **kwargs: Any) -> None:
+    """Sample ``batch_size`` transitions, update ``agent``, write back the new priorities
+    (shared by the single-process loop and the Ray learners)."""
+    batch = buffer.sample(batch_size, **kwargs)
+    td = agent.update(batch)
+    if hasattr(buffer, "update_priorities"):
+        buffer.update_priorities(batch.indices, td)
 
 
 class OnPolicyLoop:
@@ -80,6 +86,12 @@ class OnPolicyLoop:
         self.epsilon = 0.0  # for logging symmetry with the off-policy loop
 
     def iterate(self) -> list[Step]:
+        steps = self.collect()
+        self.agent.update(self.rollout, self.agent.value(self.collector.obs_tensor()))
+        return steps
+
+    def collect(self) -> list[Step]:
+        """Fill the rollout with ``num_steps`` vector steps (a Ray rollout actor stops here)."""
         ro, agent, col = self.rollout, self.agent, self.collector
         device = col.device
         agent.set_progress(self.step / self.total_steps)
@@ -114,5 +126,4 @@ class OnPolicyLoop:
                 ro.bootstrap[t, torch.from_numpy(cut).to(device)] = agent.value(final)
             steps.append(s)
             self.step += col.num_envs
-        agent.update(ro, agent.value(col.obs_tensor()))
         return steps

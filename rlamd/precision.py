@@ -19,7 +19,7 @@ norm-clipped direction.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -93,6 +93,9 @@ class Precision:
         """Updates skipped because the loss or a gradient was not finite."""
         self.last_grad_norm = torch.zeros((), device=device)
         """Gradient norm of the last update (after unscaling, before clipping)."""
+        self.grad_sync: Callable[[list[torch.Tensor], torch.Tensor], torch.Tensor] | None = None
+        """Set by a distributed learner: averages the gradients (and the loss) over all
+        learners right after backward, so every learner clips, skips and steps alike."""
 
     @property
     def dtype(self) -> torch.dtype | None:
@@ -117,6 +120,9 @@ class Precision:
         optimizer.zero_grad(set_to_none=False)
         (loss.float() * self.scale if self.mode == "fp16" else loss.float()).backward()
         grads = [p.grad for p in params if p.grad is not None]
+        loss_value = loss.detach().float()
+        if self.grad_sync is not None:
+            loss_value = self.grad_sync(grads, loss_value)
         if self.mode == "fp16":
             torch._foreach_mul_(grads, 1.0 / self.scale)
         if self.max_grad_norm is not None:
@@ -127,7 +133,7 @@ class Precision:
             )
         if self.grad_clamp is not None:
             torch.nn.utils.clip_grad_value_(params, self.grad_clamp, foreach=True)
-        finite = torch.isfinite(norm) & torch.isfinite(loss.detach().float())
+        finite = torch.isfinite(norm) & torch.isfinite(loss_value)
         found_inf = (~finite).float()
         self.last_grad_norm = norm.detach()
         if _fused(optimizer):

@@ -32,6 +32,7 @@ from rlamd.agents.dqn import DQNConfig
 from rlamd.agents.ppo import PPOConfig
 from rlamd.config import ConfigError, apply_overrides, field_docs, load_toml, parse_set, to_toml
 from rlamd.device import parse_device_spec
+from rlamd.distributed.config import RayConfig
 from rlamd.envs import AtariConfig, parse_env_id
 from rlamd.precision import PRECISIONS
 
@@ -100,6 +101,7 @@ SECTION_TYPES: dict[str, type] = {
     "dqn": DQNConfig,
     "ppo": PPOConfig,
     "atari": AtariConfig,
+    "ray": RayConfig,
 }
 
 # Per env family and algorithm: what differs from the dataclass defaults (which are Atari's).
@@ -139,6 +141,12 @@ FLAG_FIELDS = ("algo", "steps", "num_envs", "device", "precision", "seed", "logd
                "eval_every", "eval_episodes", "checkpoint_every", "log_every", "compile", "save_replay")  # fmt: skip
 
 
+# [ray] fields with their own flag (--ray sets ray.enabled, --ray-address ray.address, ...).
+RAY_FLAGS = {"enabled": "--ray", "address": "--ray-address", "num_rollout_workers": "--num-rollout-workers",
+             "envs_per_worker": "--envs-per-worker", "num_learners": "--num-learners",
+             "gpus_per_learner": "--gpus-per-learner", "max_failures": "--max-failures"}  # fmt: skip
+
+
 def resolve_config(
     args: argparse.Namespace, saved: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, Any]:
@@ -160,6 +168,8 @@ def resolve_config(
     if args.config:
         _merge(layers, load_toml(args.config, defaults))
     _merge(layers, {"train": flags})
+    _merge(layers, {"ray": {f: getattr(args, f"ray_{f}") for f in RAY_FLAGS
+                            if getattr(args, f"ray_{f}", None) is not None}})  # fmt: skip
     _merge(layers, parse_set(args.set or [], defaults))
     sections = {}
     for name, cls in SECTION_TYPES.items():
@@ -251,21 +261,107 @@ def _fit_capacity(requested: int, per_transition: float, device: torch.device, l
     return fits
 
 
-def build_replay(cfg: DQNConfig, env, device: torch.device, seed: int, log=print) -> Any:
-    """The replay a DQN run uses for ``env`` (shrunk to fit the free memory, and said so)."""
+def build_replay(cfg: DQNConfig, env, device: torch.device, seed: int, log=print, *,
+                 num_streams: int | None = None, capacity: int | None = None) -> Any:  # fmt: skip
+    """The replay a DQN run uses for ``env`` (shrunk to fit the free memory, and said so).
+
+    A Ray learner's shard passes its own ``num_streams`` (the envs of the rollout actors
+    feeding it) and ``capacity`` (its share of ``cfg.buffer_size``).
+    """
     from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, TransitionStorage
 
     shape, obs_dtype, stack = _obs_info(env)
     # record + sum and min trees (4 bytes each, plus ~1/31 for their inner nodes)
     per_t = TransitionStorage.record_bytes(shape, obs_dtype, stack, env.num_actions) + 8.3
-    capacity = _fit_capacity(cfg.buffer_size, per_t, device, log)
+    capacity = _fit_capacity(capacity or cfg.buffer_size, per_t, device, log)
     cls, extra = ReplayBuffer, {}
     if cfg.prioritized:
         cls, extra = PrioritizedReplayBuffer, {"alpha": cfg.alpha, "epsilon": cfg.priority_eps}
     return cls(
-        capacity, env.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
+        capacity, num_streams or env.num_envs, shape, obs_dtype, frame_stack=stack, num_actions=env.num_actions,
         n_step=cfg.n_step, gamma=cfg.gamma, device=device, seed=seed, **extra,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------- the run
+class LocalEngine:
+    """Collector, replay (or rollout) and learner in this process.
+
+    An engine is what :func:`run` steps: ``iterate()`` returns ``(env steps, finished
+    episodes)`` per vector step or chunk, and it hands out metrics, the agent's state
+    and an evaluation policy. :class:`rlamd.distributed.driver.RayEngine` offers the
+    same on a Ray cluster, so both share the loop, logs, checkpoints and resume.
+    """
+
+    def __init__(self, sections: dict[str, Any], start_step: int, resume_state: dict | None, log) -> None:  # fmt: skip
+        from rlamd.collector import Collector
+        from rlamd.device import describe_device, resolve_device
+        from rlamd.envs import make_env
+        from rlamd.loops import OffPolicyLoop, OnPolicyLoop
+
+        train: TrainConfig = sections["train"]
+        self.dqn: DQNConfig = sections["dqn"]
+        self.train = train
+        self.device = device = resolve_device(train.device)
+        self.info = describe_device(device)
+        env = make_env(train.env, num_envs=train.num_envs, atari=sections["atari"])
+        self.agent, self._make_policy = build_agent(
+            sections, device, resume_state["agent"] if resume_state else None, env=env
+        )
+        if resume_state and "torch_rng" in resume_state:
+            torch.set_rng_state(resume_state["torch_rng"])
+        self.collector = Collector(env, device, seed=train.seed + start_step)
+        self.buffer = None
+        self.num_envs = train.num_envs
+        if train.algo == "dqn":
+            self.buffer = build_replay(self.dqn, env, device, train.seed, log)
+            if resume_state and "replay" in resume_state:
+                self.buffer.load_state_dict(resume_state["replay"])
+            self.loop: OffPolicyLoop | OnPolicyLoop = OffPolicyLoop(
+                self.collector, self.buffer, self.agent, self.dqn, train.steps, start_step
+            )
+            what = f"replay {self.buffer.capacity:,}"
+        else:
+            self.loop = OnPolicyLoop(
+                self.collector, self.agent, sections["ppo"], train.steps, start_step
+            )
+            what = f"rollout {sections['ppo'].num_steps} x {train.num_envs}"
+        self.precision_mode = self.agent.precision.mode
+        self.detail = f"rlamd: {self.info.summary()} | precision {self.precision_mode}\n" + (
+            f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {what}")  # fmt: skip
+
+    @property
+    def updates(self) -> int:
+        return self.agent.updates
+
+    def iterate(self) -> list[tuple[int, list[tuple[float, int]]]]:
+        result = self.loop.iterate()
+        return [
+            (self.num_envs, s.finished())
+            for s in (result if isinstance(result, list) else [result])
+        ]
+
+    def metrics(self) -> dict[str, float]:
+        values = {"charts/epsilon": self.loop.epsilon, "system/device_memory_mb": _memory_mb(self.device),
+                  **self.agent.read_metrics()}  # fmt: skip
+        if self.train.algo == "dqn" and self.dqn.prioritized:
+            values["charts/beta"] = self.dqn.beta(self.loop.step, self.train.steps)
+        return values
+
+    def agent_state(self) -> dict:
+        return self.agent.state_dict()
+
+    def extra_state(self) -> dict:
+        state: dict[str, Any] = {"torch_rng": torch.get_rng_state()}
+        if self.buffer is not None:
+            state["replay"] = self.buffer.state_dict(include_contents=self.train.save_replay)
+        return state
+
+    def eval_policy(self) -> tuple[Callable[[torch.Tensor], torch.Tensor], torch.device]:
+        return self._make_policy(None), self.device
+
+    def close(self) -> None:
+        self.collector.close()
 
 
 def _memory_mb(device: torch.device) -> float:
@@ -295,62 +391,87 @@ class _Stop:
             signal.signal(s, h)
 
 
-# ---------------------------------------------------------------------- the run
+def _new_run_dir(train: TrainConfig) -> Path:
+    from rlamd.checkpoint import FILENAME
+
+    name = (
+        train.run_name
+        or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{time.strftime('%Y%m%d-%H%M%S')}"
+    )
+    run_dir = Path(train.logdir) / name
+    if (run_dir / FILENAME).exists():
+        raise ConfigError(
+            f"run folder {run_dir} already holds a checkpoint; use --resume {run_dir} or another --run-name"
+        )
+    return run_dir
+
+
 def run(
     sections: dict[str, Any], resume_state: dict | None = None, run_dir: Path | None = None
 ) -> int:
-    """Train until ``train.steps`` or a stop signal; returns the exit status."""
+    """Train until ``train.steps`` or a stop signal; returns the exit status.
+
+    With ``--ray``, a learner that dies stops the run (its last checkpoint is kept), or,
+    up to ``ray.max_failures`` times, restarts it from that checkpoint.
+    """
+    from rlamd.checkpoint import FILENAME, CheckpointError, load_checkpoint
+    from rlamd.distributed import LearnerFailed
+
+    torch.manual_seed(sections["train"].seed)
+    run_dir = run_dir or _new_run_dir(sections["train"])
+    run_dir.mkdir(parents=True, exist_ok=True)
+    failures, allowed = 0, sections["ray"].max_failures
+    while True:
+        try:
+            return _run(sections, resume_state, run_dir)
+        except LearnerFailed as exc:
+            path = run_dir / FILENAME
+            try:
+                resume_state = load_checkpoint(path) if path.exists() else None
+            except CheckpointError:
+                resume_state = None
+            kept = (f"its last checkpoint ({path}, step {resume_state['step']:,}) is kept"
+                    if resume_state else "no checkpoint had been written yet")  # fmt: skip
+            if failures >= allowed:
+                print(f"error: {exc}. The run stopped; {kept}. Continue with: python -m rlamd.train "
+                      f"--resume {run_dir}" + (" --ray" if sections["ray"].enabled else "") +
+                      " (ray.max_failures / --max-failures N restarts it automatically)", file=sys.stderr)  # fmt: skip
+                return 1
+            failures += 1
+            print(f"rlamd: {exc}; restarting ({failures} of --max-failures {allowed}), {kept} and is "
+                  "where training goes on", file=sys.stderr)  # fmt: skip
+
+
+def _run(sections: dict[str, Any], resume_state: dict | None, run_dir: Path) -> int:
     from rlamd.checkpoint import FILENAME, save_checkpoint
-    from rlamd.collector import Collector
-    from rlamd.device import describe_device, resolve_device
-    from rlamd.envs import make_env
     from rlamd.evaluate import evaluate_policy
     from rlamd.logger import RunLogger
-    from rlamd.loops import OffPolicyLoop, OnPolicyLoop
 
     train: TrainConfig = sections["train"]
-    dqn: DQNConfig = sections["dqn"]
-    device = resolve_device(train.device)
-    info = describe_device(device)
-    torch.manual_seed(train.seed)
-    if run_dir is None:
-        name = (
-            train.run_name
-            or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{time.strftime('%Y%m%d-%H%M%S')}"
-        )
-        run_dir = Path(train.logdir) / name
-        if (run_dir / FILENAME).exists():
-            raise ConfigError(
-                f"run folder {run_dir} already holds a checkpoint; use --resume {run_dir} or another --run-name"
-            )
-    run_dir.mkdir(parents=True, exist_ok=True)
     start_step = int(resume_state["step"]) if resume_state else 0
-
-    env = make_env(train.env, num_envs=train.num_envs, atari=sections["atari"])
-    agent, make_policy = build_agent(
-        sections, device, resume_state["agent"] if resume_state else None, env=env
-    )
     logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard)
-    if resume_state and "torch_rng" in resume_state:
-        torch.set_rng_state(resume_state["torch_rng"])
-    collector = Collector(env, device, seed=train.seed + start_step)
-    buffer = None
-    if train.algo == "dqn":
-        buffer = build_replay(dqn, env, device, train.seed, logger.message)
-        if resume_state and "replay" in resume_state:
-            buffer.load_state_dict(resume_state["replay"])
-        loop: OffPolicyLoop | OnPolicyLoop = OffPolicyLoop(
-            collector, buffer, agent, dqn, train.steps, start_step
-        )
-        detail = f"replay {buffer.capacity:,}"
-    else:
-        loop = OnPolicyLoop(collector, agent, sections["ppo"], train.steps, start_step)
-        detail = f"rollout {sections['ppo'].num_steps} x {train.num_envs}"
     (run_dir / "config.toml").write_text(to_toml(sections), encoding="utf-8")
-    (run_dir / "device.json").write_text(json.dumps(info.to_dict(), indent=2), encoding="utf-8")
-    logger.message(f"rlamd: {info.summary()} | precision {agent.precision.mode}")
+    try:
+        if sections["ray"].enabled:
+            from rlamd.distributed.driver import RayEngine
+
+            engine: Any = RayEngine(sections, start_step, resume_state["agent"] if resume_state else None,
+                                    logger.message)  # fmt: skip
+            (run_dir / "cluster.txt").write_text(engine.detail + "\n", encoding="utf-8")
+        else:
+            engine = LocalEngine(sections, start_step, resume_state, logger.message)
+            (run_dir / "device.json").write_text(
+                json.dumps(engine.info.to_dict(), indent=2), encoding="utf-8"
+            )
+    except BaseException:
+        logger.close()
+        raise
+    logger.message(engine.detail)
+    if logger.writer is not None:
+        logger.writer.add_text("config", "```\n" + to_toml(sections) + "\n```", start_step)
+        logger.writer.add_text("layout", "```\n" + engine.detail + "\n```", start_step)
     logger.message(
-        f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {train.steps:,} steps, {detail}"
+        f"rlamd: {train.algo} on {train.env}, {train.steps:,} steps"
         f"{f', resuming at step {start_step:,}' if start_step else ''} -> {run_dir}"
     )
     stop = _Stop()
@@ -361,12 +482,12 @@ def run(
     logger.scores.extend(resume_state.get("scores", []) if resume_state else [])
 
     def checkpoint() -> None:
+        extra = engine.extra_state() if hasattr(engine, "extra_state") else {}
         save_checkpoint(run_dir / FILENAME, {
             "config": {k: dataclasses.asdict(v) for k, v in sections.items()},
             "step": step,
-            "agent": agent.state_dict(),
-            **({"replay": buffer.state_dict(include_contents=train.save_replay)} if buffer is not None else {}),
-            "torch_rng": torch.get_rng_state(),
+            "agent": engine.agent_state(),
+            **extra,
             "scores": [float(s) for s in logger.scores],
             "run_dir": str(run_dir),
         })  # fmt: skip
@@ -374,28 +495,21 @@ def run(
     status = 0
     try:
         while step < train.steps:
-            result = loop.iterate()
-            for s in result if isinstance(result, list) else [result]:
-                for i in s.done.nonzero()[0]:
-                    logger.episode(step, float(s.episode_return[i]), int(s.episode_length[i]))
-                step += train.num_envs
+            for env_steps, episodes in engine.iterate():
+                for score, length in episodes:
+                    logger.episode(step, score, length)
+                step += env_steps
             if step >= next_log or step >= train.steps:
-                next_log += train.log_every
-                values = {
-                    "charts/epsilon": loop.epsilon,
-                    "system/device_memory_mb": _memory_mb(device),
-                    **agent.read_metrics(),
-                }
-                if train.algo == "dqn" and dqn.prioritized:
-                    values["charts/beta"] = dqn.beta(step, train.steps)
-                logger.log(step, agent.updates, values)
+                next_log = (step // train.log_every + 1) * train.log_every
+                logger.log(step, engine.updates, engine.metrics())
             if next_eval is not None and step >= next_eval:
-                next_eval += train.eval_every
-                ev = evaluate_policy(make_policy(None), train.env, train.eval_episodes, device=device,
+                next_eval = (step // train.eval_every + 1) * train.eval_every
+                policy, device = engine.eval_policy()
+                ev = evaluate_policy(policy, train.env, train.eval_episodes, device=device,
                                      seed=10_000 + step, atari=sections["atari"])  # fmt: skip
                 logger.evaluation(step, ev)
             if step >= next_ckpt:
-                next_ckpt += train.checkpoint_every
+                next_ckpt = (step // train.checkpoint_every + 1) * train.checkpoint_every
                 checkpoint()
             if stop.signal is not None:
                 checkpoint()
@@ -409,7 +523,7 @@ def run(
     finally:
         stop.restore()
         logger.close()
-        collector.close()
+        engine.close()
     return status
 
 
@@ -474,6 +588,17 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not write TensorBoard events (default: write them)",
     )
+    ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
+    cluster = p.add_argument_group(
+        "distributed training on Ray (pip install -e .[ray]; README: Ray clusters)"
+    )
+    for field, option in RAY_FLAGS.items():
+        kind = {"enabled": None, "address": str, "gpus_per_learner": float}.get(field, int)
+        extra: dict[str, Any] = (
+            {"action": "store_const", "const": True} if kind is None else {"type": kind}
+        )
+        cluster.add_argument(option, dest=f"ray_{field}", default=None,
+                             help=f"{ray_docs[field]} (default: {getattr(ray_defaults, field)})", **extra)  # fmt: skip
     p.add_argument(
         "--config", metavar="FILE.toml", help="read settings from a TOML file (default: none)"
     )

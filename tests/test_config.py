@@ -31,7 +31,7 @@ def test_set_fills_sections_with_types():
         (["dqn.lrr=1"], "Unknown setting 'dqn.lrr'. Did you mean dqn.lr"),
         (
             ["dqm.lr=1"],
-            "unknown section 'dqm'; accepted: train, dqn, ppo, atari. Did you mean 'dqn'",
+            "unknown section 'dqm'; accepted: train, dqn, ppo, atari, ray. Did you mean 'dqn'",
         ),
         (["learnig_starts=5"], "Did you mean learning_starts"),
         (["lr"], "expected key=value"),

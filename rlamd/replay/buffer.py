@@ -99,13 +99,18 @@ class ReplayBuffer:
         terminated: np.ndarray,
         done: np.ndarray,
         final_obs: np.ndarray | None = None,
-    ) -> None:
-        """Store one vector-env step (see :meth:`TransitionStorage.add`)."""
-        retired, activated = self.storage.add(obs, actions, rewards, terminated, done, final_obs)
+        streams: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Store one vector-env step (see :meth:`TransitionStorage.add`); returns the
+        record index written for each row."""
+        retired, activated, pos = self.storage.add(
+            obs, actions, rewards, terminated, done, final_obs, streams
+        )
         self.sampler.activate(
             torch.from_numpy(retired).to(self.device, non_blocking=True),
             torch.from_numpy(activated).to(self.device, non_blocking=True),
         )
+        return pos
 
     def _draw(self, batch_size: int, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         return self.sampler.sample(batch_size, self.generator, len(self), **kwargs)

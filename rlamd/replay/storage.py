@@ -179,8 +179,9 @@ class TransitionStorage:
         terminated: np.ndarray,
         done: np.ndarray,
         final_obs: np.ndarray | None = None,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Store one vector step and return ``(retired, activated)`` flat indices.
+        streams: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Store one vector step and return ``(retired, activated, positions)``.
 
         Args:
             obs: observations the actions were taken in, ``(S, *obs_shape)``.
@@ -189,8 +190,24 @@ class TransitionStorage:
             done: ``(S,)`` bool, the episode ended and the env was reset.
             final_obs: ``(S, *obs_shape)``, the last observations of ended episodes (rows
                 where ``done``); needed whenever ``done`` has a True.
+            streams: which streams the ``S`` rows belong to (default: all, in order). A
+                replay shard fed by several rollout actors adds each actor's envs alone.
+
+        Returns:
+            Flat indices of the records retired and activated (sampleable now), and the
+            record written for each row (its priority can be set once it is active).
         """
-        S = self.num_streams
+        if streams is None:
+            streams = np.arange(self.num_streams)
+        else:
+            streams = np.asarray(streams, dtype=np.int64).reshape(-1)
+            if streams.size == 0 or streams.min() < 0 or streams.max() >= self.num_streams \
+                    or np.unique(streams).size != streams.size:  # fmt: skip
+                raise ValueError(
+                    f"streams={streams.tolist()}; accepted: distinct stream numbers in "
+                    f"0..{self.num_streams - 1}"
+                )
+        S = streams.size
         obs = np.asarray(obs)
         if obs.shape != (S, *self.obs_shape):
             raise ValueError(
@@ -205,45 +222,44 @@ class TransitionStorage:
         done = np.asarray(done, dtype=bool)
         terminated = np.asarray(terminated, dtype=bool)
         retired: list[np.ndarray] = []
-        if not self._started.all():
+        fresh = np.flatnonzero(~self._started[streams])
+        if fresh.size:
             # The first time a stream writes, its observation may carry history frames
             # (e.g. a buffer created mid-episode): store them as unsampleable records.
-            new = np.flatnonzero(~self._started)
+            new = streams[fresh]
             for j in range(self.frame_stack - 1):
                 pos = self._claim(new)
                 retired.append(self._retire(pos))
-                self._write(pos, obs[new, j], np.full(new.size, NOT_SAMPLEABLE))
+                self._write(pos, obs[fresh, j], np.full(new.size, NOT_SAMPLEABLE))
             self._started[new] = True
 
-        all_streams = np.arange(S)
-        pos = self._claim(all_streams)
+        pos = self._claim(streams)
         retired.append(self._retire(pos))
         flags = (
-            np.where(self._next_first, FIRST, 0)
+            np.where(self._next_first[streams], FIRST, 0)
             | np.where(terminated, TERMINAL, 0)
             | np.where(done, END, 0)
         )
         self._write(pos, self._newest(obs), flags, actions, rewards)
-        self._next_first = done.copy()
+        self._next_first[streams] = done
 
         # Transition at p - n has its whole n-step window now; an ended episode
         # completes every transition still waiting.
-        self._pending += 1
-        ripe = np.flatnonzero(~done & (self._pending > self.n_step))
-        activated = [
-            self._base[ripe] + (pos[ripe] - self._base[ripe] - self.n_step) % self.per_stream
-        ]
-        self._pending[ripe] = self.n_step
+        self._pending[streams] += 1
+        ripe = np.flatnonzero(~done & (self._pending[streams] > self.n_step))
+        base = self._base[streams]
+        activated = [base[ripe] + (pos[ripe] - base[ripe] - self.n_step) % self.per_stream]
+        self._pending[streams[ripe]] = self.n_step
         ended = np.flatnonzero(done)
         if ended.size:
             if final_obs is None:
                 raise ValueError("final_obs is required for steps where an episode ended")
-            for s in ended:
-                back = np.arange(self._pending[s])
-                t = (pos[s] - self._base[s] - back) % self.per_stream
-                activated.append(self._base[s] + t)
-            self._pending[ended] = 0
-            fpos = self._claim(ended)
+            for row in ended:
+                back = np.arange(self._pending[streams[row]])
+                t = (pos[row] - base[row] - back) % self.per_stream
+                activated.append(base[row] + t)
+            self._pending[streams[ended]] = 0
+            fpos = self._claim(streams[ended])
             retired.append(self._retire(fpos))
             self._write(
                 fpos,
@@ -254,7 +270,7 @@ class TransitionStorage:
         act = act[~self._active[act]]
         self._active[act] = True
         self.size += act.size
-        return np.concatenate(retired), act
+        return np.concatenate(retired), act, pos
 
     # ------------------------------------------------------------------ reading
     def stacks(self, index: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,157 @@
+"""``--ray`` on a local Ray (gloo between CPU learners). Run with ``pytest -m ray``
+after ``bash scripts/setup.sh --dev --ray``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+import torch
+
+from rlamd.train import main
+
+from .helpers import dqn_batch, ppo_rows, sections, share, whole_batch
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def _evaluate(run: str, logdir, capsys) -> dict:
+    from rlamd.evaluate import main as evaluate
+
+    capsys.readouterr()
+    assert (
+        evaluate([run, "--logdir", str(logdir), "--episodes", "20", "--json", "--device", "cpu"])
+        == 0
+    )
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("algo", ["dqn", "ppo"])
+def test_two_ray_learners_on_halves_match_one_learner_on_the_whole_batch(algo):
+    from rlamd.distributed.driver import _RayLearner
+
+    learners = [
+        _RayLearner.options(num_cpus=1).remote(sections(algo), r, 2, "cpu", 2) for r in range(2)
+    ]
+    addr, port = ray.get(learners[0].rendezvous.remote())
+    ray.get([ln.join.remote(addr, port) for ln in learners])
+    if algo == "dqn":
+        for i in range(3):
+            ray.get(
+                [ln.update_batch.remote(share(dqn_batch(i), r, 2)) for r, ln in enumerate(learners)]
+            )
+    else:
+        ray.get(
+            [ln.learn.remote(0.0, False, share(ppo_rows(0), r, 2)) for r, ln in enumerate(learners)]
+        )
+    two = ray.get([ln.parameters_vector.remote() for ln in learners])
+    for ln in learners:
+        ray.kill(ln)
+    assert torch.equal(two[0], two[1])
+    before, one = whole_batch(algo)
+    assert (one - before).abs().max() > 1e-3
+    torch.testing.assert_close(two[0], one, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(("algo", "floor"), [("dqn", 195), ("ppo", 400)])
+def test_cartpole_learns_with_ray(tmp_path, capsys, algo, floor):
+    """The classic presets (DQN 60k steps, PPO 150k) with 2 rollout workers x 4 envs."""
+    args = ["cartpole", "--algo", algo, "--ray", "--logdir", str(tmp_path), "--run-name", algo,
+            "--eval-every", "0", "--no-tensorboard"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "2 rollout worker(s) x 4 envs" in out
+    result = _evaluate(algo, tmp_path, capsys)
+    assert result["mean"] >= floor, result
+
+
+def _engine(algo: str = "dqn"):
+    from rlamd.distributed.driver import RayEngine
+    from rlamd.train import sections_from_dicts
+
+    s = sections_from_dicts({
+        "train": {"env": "cartpole", "algo": algo, "steps": 100_000, "device": "cpu", "seed": 1},
+        "dqn": {"buffer_size": 20_000, "batch_size": 64, "learning_starts": 500, "train_frequency": 2},
+        "ray": {"enabled": True, "num_rollout_workers": 2, "envs_per_worker": 2, "chunk_steps": 16},
+    })  # fmt: skip
+    return RayEngine(s, 0, None, lambda msg: None)
+
+
+def _run_until(engine, steps: int) -> None:
+    while engine.step < steps:
+        engine.iterate()
+
+
+def test_killing_a_rollout_worker_does_not_stop_training_and_its_restart_is_counted():
+    engine = _engine()
+    try:
+        _run_until(engine, 2_000)
+        pid = ray.get(engine.workers[0].where.remote())["pid"]
+        updates = engine.updates
+        assert updates > 0 and engine.worker_restarts == 0
+        ray.kill(engine.workers[0], no_restart=False)
+        _run_until(engine, 8_000)
+        assert engine.worker_restarts >= 1
+        assert engine.metrics()["ray/worker_restarts"] == engine.worker_restarts
+        assert engine.updates > updates  # training went on
+        assert ray.get(engine.workers[0].where.remote())["pid"] != pid  # Ray restarted it
+    finally:
+        engine.close()
+
+
+def test_dead_learner_is_reported():
+    from rlamd.distributed import LearnerFailed
+
+    engine = _engine()
+    try:
+        _run_until(engine, 1_000)
+        ray.kill(engine.learners[0])
+        with pytest.raises(LearnerFailed, match="a learner died"):
+            _run_until(engine, 10_000)
+    finally:
+        engine.close()
+
+
+def _kill_learner_after_checkpoint(ckpt, done: threading.Event) -> None:
+    while not ckpt.exists() and not done.is_set():
+        time.sleep(0.1)
+    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    ray.kill(ray.get_actor(next(n for n in names if n.startswith("rlamd-learner-0-"))))
+
+
+@pytest.mark.parametrize("max_failures", [0, 1])
+def test_learner_death_keeps_the_checkpoint_and_the_run_resumes(tmp_path, capsys, max_failures):
+    args = ["cartpole", "--ray", "--steps", "12000", "--checkpoint-every", "2000", "--eval-every", "0",
+            "--logdir", str(tmp_path), "--run-name", "r", "--no-tensorboard",
+            "--max-failures", str(max_failures), "--set", "dqn.learning_starts=500"]  # fmt: skip
+    done = threading.Event()
+    killer = threading.Thread(
+        target=_kill_learner_after_checkpoint, args=(tmp_path / "r" / "checkpoint.pt", done)
+    )
+    killer.start()
+    try:
+        status = main(args)
+    finally:
+        done.set()
+        killer.join()
+    err = capsys.readouterr().err
+    if max_failures == 0:
+        assert status == 1
+        assert "a learner died" in err and f"--resume {tmp_path / 'r'} --ray" in err
+        assert "last checkpoint" in err
+        assert main(["--resume", str(tmp_path / "r"), "--logdir", str(tmp_path)]) == 0
+    else:
+        assert status == 0
+        assert "restarting (1 of --max-failures 1)" in err
+    state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
+    assert state["step"] >= 12_000
