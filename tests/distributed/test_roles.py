@@ -3,6 +3,8 @@ the layout plan, and gradient averaging between learner processes (gloo)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -97,7 +99,7 @@ def test_ape_x_epsilons_spread_over_all_envs_of_all_workers():
     rc = RayConfig(num_rollout_workers=3, envs_per_worker=2)
     eps = [e for w in range(3) for e in rc.epsilons(w)]
     assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4**8)
-    assert all(x > y for x, y in zip(eps, eps[1:]))  # distinct, decreasing
+    assert all(x > y for x, y in itertools.pairwise(eps))  # distinct, decreasing
     assert RayConfig(num_rollout_workers=1, envs_per_worker=1).epsilons(0) == [pytest.approx(0.4)]
 
 
