@@ -2,7 +2,19 @@
 
 from __future__ import annotations
 
+import os as _os
+
 from .device import DeviceError, DeviceInfo, describe_device, resolve_device
+
+# In a source tree (a clone, or the copy `ray job submit --working-dir` ships to every
+# node) agents/ and envs/ sit beside rlamd/; the installed package maps them to
+# rlamd.agents and rlamd.envs (pyproject's package-dir), and this does the same here.
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
+    _os.path.join(_root, "agents", "__init__.py")
+):
+    __path__.append(_root)
+
 
 __version__ = "0.1.0"
 

@@ -16,6 +16,15 @@ export PYTHONUNBUFFERED=1
   $py -m rlamd.doctor --device cuda --json > "$out/doctor.json"
   echo "== gpu tests"; $py -m pytest -m gpu -q -p no:cacheprovider
   echo "== bench"; timeout 420 $py -m rlamd.bench device replay learner dqn ppo --device cuda --out "$out/bench" --no-peers
+  if $py -c "import ray" 2>/dev/null; then
+    echo "== ray: one GPU learner (--gpus-per-learner 1), DQN and PPO on CartPole, short"
+    timeout 120 $py -m rlamd.train cartpole --ray --ray-address local --gpus-per-learner 1 --steps 8000 \
+      --eval-every 0 --logdir "$out/ray" --run-name dqn --no-tensorboard --set dqn.learning_starts=1000
+    timeout 120 $py -m rlamd.train cartpole --algo ppo --ray --ray-address local --gpus-per-learner 1 \
+      --steps 16384 --eval-every 0 --logdir "$out/ray" --run-name ppo --no-tensorboard
+    echo "== allreduce between two learners (nccl with two or more GPUs, else gloo)"
+    timeout 120 $py -m rlamd.bench allreduce --quick --out "$out/allreduce"
+  fi
   echo "== memory: 1M Atari transitions on the device"
   $py - <<'PY'
 import torch

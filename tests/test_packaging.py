@@ -47,6 +47,21 @@ def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
     assert out[0].startswith(str(site)) and out[1].startswith(str(site))
 
 
+def test_a_copied_source_tree_imports_its_own_agents_and_envs(tmp_path):
+    """What `ray job submit --working-dir .` ships: the job imports rlamd from the copy,
+    and rlamd.agents / rlamd.envs must come from the same copy."""
+    import shutil
+
+    for name in ("rlamd", "agents", "envs"):
+        shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-c", IMPORT], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out[0] == str(tmp_path / "agents" / "__init__.py")
+    assert out[1] == str(tmp_path / "envs" / "__init__.py")
+
+
 def test_setup_script_rejects_unknown_option():
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts/setup.sh"), "--gpu"], capture_output=True, text=True

@@ -3,7 +3,7 @@
 Measures rlamd on this machine, runs the installed peers in the same run, and writes a
 table per suite, ``results.json`` (machine, versions, every figure with median, min, max
 and repeats) and a PNG chart per suite. Warm-up runs are excluded; figures are medians.
-Suites: device, env, replay, learner, dqn, ppo, allreduce.
+Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from rlamd.device import DEVICE_HELP
 
 from .common import Figure
 
-SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "allreduce")
+SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce")
 
 # Published figures shown beside the measured ones; never mixed with them.
 PUBLISHED = [
@@ -172,8 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             from .allreduce import run_allreduce_suite
 
             results[suite] = run_allreduce_suite(
-                max_bytes=(16 if quick else 256) * 2**20, iters=5 if quick else 10
+                max_bytes=(16 if quick else 256) * 2**20, iters=5 if quick else 10, notes=notes
             )
+        elif suite == "rollout":
+            from .rollout import run_rollout_suite
+
+            figures = run_rollout_suite(
+                rounds=2 if quick else 4, repeats=2 if quick else 3, notes=notes
+            )
+            if figures:
+                results[suite] = figures
     if "dqn" in results:
         print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
         ours = [

@@ -1,92 +1,97 @@
-"""Gradient all-reduce between two learners, like rccl-tests' all_reduce_perf.
+"""Gradient all-reduce between two learners, like rccl-tests' ``all_reduce_perf``.
 
-Two processes form a torch.distributed group (``nccl`` -- RCCL on ROCm -- when two GPUs
-are visible, ``gloo`` otherwise) and all-reduce float32 tensors from 8 B upwards. Reported
-per size: time, algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n, the
-figure comparable across rank counts).
+With Ray installed, two rlamd learner actors form their torch.distributed group exactly
+as ``--ray --num-learners 2`` does (``nccl`` -- RCCL on ROCm -- when each gets a GPU,
+``gloo`` on CPUs) and all-reduce float32 tensors from 8 B upwards. Without Ray, two
+local processes form a gloo group instead, and a note says so. Reported per size: time,
+algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n, the figure
+comparable across rank counts).
+
+For scale: the Nature-CNN DQN's gradients are 1.69M float32 = 6.7 MB per update.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import time
+import statistics
 
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 
 from .common import Figure, print_table
 
 __all__ = ["run_allreduce_suite"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _member(rank: int, world: int, sizes: list[int], iters: int) -> list[tuple[int, list[float]]]:
+    from rlamd.distributed.sync import time_allreduce
+
+    return time_allreduce(torch.device("cpu"), sizes, iters)
 
 
-def _worker(
-    rank: int, world: int, port: int, backend: str, sizes: list[int], iters: int, out
-) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group(backend, rank=rank, world_size=world)
-    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
-    results = []
-    for nbytes in sizes:
-        x = torch.ones(max(1, nbytes // 4), device=device)
-        for _ in range(2):
-            dist.all_reduce(x)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times = []
-        for _ in range(iters):
-            dist.barrier()
-            t0 = time.perf_counter()
-            dist.all_reduce(x)
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            times.append(time.perf_counter() - t0)
-        times.sort()
-        results.append((nbytes, times[len(times) // 2]))
-    if rank == 0:
-        out.put(results)
-    dist.destroy_process_group()
+def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[list, str]:
+    import ray
+
+    from rlamd.distributed.driver import _RayLearner
+    from rlamd.train import sections_from_dicts
+
+    sections = sections_from_dicts(
+        {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
+    )
+    spec = "cuda" if gpus else "cpu"
+    learners = [_RayLearner.options(num_cpus=1, num_gpus=gpus).remote(sections, r, 2, spec, 2) for r in range(2)]  # fmt: skip
+    try:
+        addr, port = ray.get(learners[0].rendezvous.remote())
+        devices = ray.get([ln.join.remote(addr, port) for ln in learners])
+        results = ray.get([ln.allreduce_times.remote(sizes, iters) for ln in learners])[0]
+    finally:
+        for ln in learners:
+            ray.kill(ln)
+    return results, "nccl" if devices[0].startswith("cuda") else "gloo"
 
 
-def run_allreduce_suite(
-    max_bytes: int = 256 * 2**20, iters: int = 10, backend: str | None = None
-) -> list[Figure]:
+def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None) -> list[Figure]:  # fmt: skip
     world = 2
-    if backend is None:
-        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= 2 else "gloo"
     sizes = []
     n = 8
     while n <= max_bytes:
         sizes.append(n)
         n *= 4
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    port = _free_port()
-    procs = [
-        ctx.Process(target=_worker, args=(r, world, port, backend, sizes, iters, out))
-        for r in range(world)
-    ]
-    for p in procs:
-        p.start()
-    results = out.get(timeout=600)
-    for p in procs:
-        p.join(timeout=60)
+    try:
+        import ray
+    except ImportError:
+        ray = None
+    if ray is not None:
+        started = not ray.is_initialized()
+        if started:
+            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+        try:
+            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= world else 0.0
+            results, backend = _between_ray_learners(sizes, iters, gpus)
+            where = "two Ray learner actors"
+        finally:
+            if started:
+                ray.shutdown()
+    else:
+        from rlamd.distributed.sync import run_group
+
+        if notes is not None:
+            notes.append("allreduce: Ray not installed, measured between two local processes (gloo) instead of two Ray learners")  # fmt: skip
+        results, backend, where = (
+            run_group(_member, world, sizes, iters)[0],
+            "gloo",
+            "two processes",
+        )
     figures, rows = [], []
-    for nbytes, t in results:
+    factor = 2 * (world - 1) / world
+    for nbytes, times in results:
+        t = statistics.median(times)
         algbw = nbytes / t / 1e9
-        busbw = algbw * 2 * (world - 1) / world
-        figures.append(Figure(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, busbw, busbw, [busbw],
-                              {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw, "ranks": world}))  # fmt: skip
-        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3f}", f"{busbw:.3f}"))
+        busbw = algbw * factor
+        bus = [nbytes / x / 1e9 * factor for x in times]
+        figures.append(Figure(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, min(bus), max(bus), bus,
+                              {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw, "ranks": world,
+                               "between": where}))  # fmt: skip
+        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{busbw:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
-    print(f"\nallreduce: {world} ranks, {name}, float32, median of {iters}")
+    print(f"\nallreduce: {world} ranks ({where}), {name}, float32, median of {iters}")
     print_table(rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))
     return figures

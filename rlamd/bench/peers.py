@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PeerUnavailable", "sb3", "torchrl_prioritized_sampler"]
+__all__ = ["PeerUnavailable", "rllib_ppo", "sb3", "torchrl_prioritized_sampler"]
 
 
 class PeerUnavailable(RuntimeError):
@@ -30,6 +30,12 @@ def _require(module: str, extra: str) -> Any:
 def sb3() -> Any:
     """Stable-Baselines3, from the ``bench`` extra."""
     return _require("stable_baselines3", "install it with `bash scripts/setup.sh --bench`")
+
+
+def rllib_ppo() -> Any:
+    """RLlib's PPO, from the ``ray`` extra."""
+    _require("ray.rllib.algorithms.ppo", "install it with `bash scripts/setup.sh --ray`")
+    return _require("ray.rllib.algorithms.ppo", "")
 
 
 def _build_torchrl_extension(torchrl_dir: Path) -> Any:

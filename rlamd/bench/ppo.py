@@ -1,9 +1,11 @@
-"""PPO env steps/s on Breakout, learning included: rlamd, SB3, and the raw env ceiling.
+"""PPO env steps/s on Breakout, learning included: rlamd, SB3, RLlib and the raw env ceiling.
 
-Hyperparameters for both frameworks: 8 envs x 128 steps, 4 epochs, 4 minibatches (256),
+Hyperparameters for every framework: 8 envs x 128 steps, 4 epochs, 4 minibatches (256),
 lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5, gamma 0.99, lambda 0.95
-(CleanRL ppo_atari; Huang et al. 2022). The raw ``AtariVectorEnv`` with 8 envs and
-random actions is the ceiling no learner can pass.
+(CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, on the CPU. RLlib (new API stack)
+runs its env runner and learner in this process (no remote actors), with its own Atari
+wrappers (``wrap_atari_for_new_api_stack``, 84x84, 4 frames). The raw ``AtariVectorEnv``
+with 8 envs and random actions is the ceiling no learner can pass.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import numpy as np
 import torch
 
 from .common import Figure, measure, print_table
-from .peers import PeerUnavailable, sb3
+from .peers import PeerUnavailable, rllib_ppo, sb3
 
 __all__ = ["run_ppo_suite"]
 
@@ -33,6 +35,57 @@ def _rlamd_loop(num_envs: int, precision: str, device: torch.device):
     sections = {"train": train, "ppo": PPOConfig(), "atari": AtariConfig()}
     agent, _ = build_agent(sections, device, env=env)
     return OnPolicyLoop(Collector(env, device, seed=0), agent, sections["ppo"], train.steps), agent
+
+
+def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
+    """RLlib PPO with the same settings; env steps counted from RLlib's own results."""
+    module = rllib_ppo()
+    import ale_py
+    import gymnasium as gym
+    import ray
+    from ray import tune
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+
+    gym.register_envs(ale_py)
+
+    def make(cfg):
+        env = gym.make(GYM_ID)  # no frame skip: the wrapper skips 4 frames and max-pools
+        return wrap_atari_for_new_api_stack(env, dim=84, framestack=4)
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tune.register_env("rlamd_bench_breakout", make)
+    config = (
+        module.PPOConfig()
+        .environment("rlamd_bench_breakout", clip_rewards=True)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=n, rollout_fragment_length=128)
+        .learners(num_learners=0)
+        .training(train_batch_size_per_learner=128 * n, minibatch_size=128 * n // 4, num_epochs=4, lr=2.5e-4,
+                  clip_param=0.1, vf_clip_param=10.0, entropy_coeff=0.01, vf_loss_coeff=0.5, grad_clip=0.5,
+                  gamma=0.99, lambda_=0.95)
+        .rl_module(model_config=DefaultModelConfig(conv_filters=[[32, 8, 4], [64, 4, 2], [64, 3, 1]],
+                                                   conv_activation="relu", head_fcnet_hiddens=[512],
+                                                   vf_share_layers=True))
+        .debugging(seed=0)
+    )  # fmt: skip
+    algo = config.build_algo()
+    try:
+
+        def run_rllib() -> int:
+            done = 0
+            for _ in range(iters):
+                result = algo.train()
+                done += int(result["env_runners"]["num_env_steps_sampled"])
+            return done
+
+        return measure(f"ppo/rllib_fp32/{n}envs", "env steps/s", run_rllib, repeats=repeats, num_envs=n,
+                       version=ray.__version__)  # fmt: skip
+    finally:
+        algo.stop()
+        if started:
+            ray.shutdown()
 
 
 def run_ppo_suite(
@@ -101,6 +154,21 @@ def run_ppo_suite(
                 env.close()
             except PeerUnavailable as exc:
                 notes.append(f"Stable-Baselines3 skipped: {exc}")
+            try:
+                f = _rllib_figure(n, iters, repeats)
+                figures.append(f)
+                assert base is not None
+                base.meta["ratio_to_rllib"] = base.median / f.median
+                rows.append(
+                    (
+                        "RLlib PPO (fp32)",
+                        str(n),
+                        f"{f.median:,.0f}",
+                        f"{f.median / base.median:.2f}",
+                    )
+                )
+            except PeerUnavailable as exc:
+                notes.append(f"RLlib skipped: {exc}")
         from rlamd.bench.env import _raw
 
         raw = _raw(GAME, n)
@@ -129,8 +197,8 @@ def run_ppo_suite(
           f"(median of {repeats} x {iters} rollouts; ratio = steps/s / rlamd {precisions[0]}'s)")  # fmt: skip
     print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
     for f in figures:
-        if "ratio_to_sb3" in f.meta:
-            print(
-                f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: {f.meta['ratio_to_sb3']:.2f}x SB3's env steps/s"
-            )
+        for peer, name in (("sb3", "SB3"), ("rllib", "RLlib")):
+            if f"ratio_to_{peer}" in f.meta:
+                print(f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: "
+                      f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s")  # fmt: skip
     return figures

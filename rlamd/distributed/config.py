@@ -48,6 +48,8 @@ class RayConfig:
     """CPUs reserved for each learner actor."""
     chunk_steps: int = 32
     """DQN: vector steps per chunk a rollout actor ships (chunk_steps x envs_per_worker transitions)."""
+    weights_every: int = 100
+    """DQN: learner updates between weight broadcasts to rollout workers (Ape-X: every 400 frames)."""
     apex_epsilon: float = 0.4
     """DQN: base of the Ape-X epsilon spread, eps_i = base^(1 + alpha i/(N-1)) over all N envs (Horgan et al. 2018)."""
     apex_alpha: float = 7.0
@@ -62,7 +64,13 @@ class RayConfig:
     """Seconds a learner waits on the others (process-group setup, each all-reduce)."""
 
     def __post_init__(self) -> None:
-        for name in ("num_rollout_workers", "envs_per_worker", "num_learners", "chunk_steps"):
+        for name in (
+            "num_rollout_workers",
+            "envs_per_worker",
+            "num_learners",
+            "chunk_steps",
+            "weights_every",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ray.{name}={getattr(self, name)}; accepted: an integer >= 1")
         for name in (

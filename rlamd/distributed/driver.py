@@ -206,11 +206,19 @@ class RayEngine:
         self.precision_mode = described[0]["precision"]
 
     def _get(self, refs: list, what: str) -> list:
-        """``ray.get`` on learner calls; a dead learner becomes :class:`LearnerFailed`."""
-        try:
-            return ray.get(refs)
-        except RayActorError as exc:
-            raise LearnerFailed(f"a learner died while {what}: {str(exc).splitlines()[0]}") from exc
+        """Results of learner calls, in order; a dead learner becomes :class:`LearnerFailed`
+        as soon as its call fails (not after the others time out in an all-reduce)."""
+        results: dict = {}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                results[ready[0]] = ray.get(ready[0])
+            except RayActorError as exc:
+                raise LearnerFailed(
+                    f"a learner died while {what}: {str(exc).splitlines()[0]}"
+                ) from exc
+        return [results[r] for r in refs]
 
     @property
     def detail(self) -> str:
@@ -229,6 +237,7 @@ class RayEngine:
         self.add_refs: list = []
         self.train_refs: list | None = None
         self.credit = 0.0
+        self._since_weights = 0
         self.per_batch = cfg.batch_size // rc.num_learners
         # Enough sent to every shard that it can fill a batch (each stream holds back up
         # to n_step + frame_stack + 2 records that are not sampleable yet).
@@ -265,7 +274,7 @@ class RayEngine:
 
     def _dqn_iterate(self) -> list[tuple[int, list]]:
         cfg, rc = self.sections["dqn"], self.rc
-        waiting = list(self.pending) + (self.train_refs[:1] if self.train_refs else [])
+        waiting = list(self.pending) + (self.train_refs or [])
         if not waiting:  # every worker paused and nothing to train: should not happen; resume them
             for w in self.idle:
                 self._launch(w)
@@ -274,7 +283,7 @@ class RayEngine:
         ready, _ = ray.wait(waiting, num_returns=1, timeout=600)
         out = []
         for ref in ready:
-            if self.train_refs and ref is self.train_refs[0]:
+            if self.train_refs and ref in self.train_refs:
                 self._finish_train()
                 continue
             w, data = self.pending.pop(ref)
@@ -317,8 +326,11 @@ class RayEngine:
         self.add_refs = []
         self.updates += self._train_n
         self._metrics.update(results[0])
-        self._weights = self.learners[0].weights.remote()
-        self.version += 1
+        self._since_weights += self._train_n
+        if self._since_weights >= self.rc.weights_every or self.version == 0:
+            self._weights = self.learners[0].weights.remote()
+            self.version += 1
+            self._since_weights = 0
         if self.credit <= self.max_credit:
             for w in self.idle:
                 self._launch(w)

@@ -310,6 +310,12 @@ class Learner:
     def load(self, agent_state: dict) -> None:
         self.agent.load_state_dict(agent_state)
 
+    def allreduce_times(self, sizes: list[int], iters: int) -> list[tuple[int, list[float]]]:
+        """All-reduce timings in this learners' group (``python -m rlamd.bench allreduce``)."""
+        from .sync import time_allreduce
+
+        return time_allreduce(self.device, sizes, iters)
+
     def parameters_vector(self) -> torch.Tensor:
         """All parameters flattened, on the CPU (tests compare learners with it)."""
         return torch.cat([p.detach().reshape(-1).cpu() for p in self.agent.params])

@@ -14,7 +14,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-__all__ = ["GradSync", "backend_for", "free_port", "init_group", "run_group"]
+__all__ = ["GradSync", "backend_for", "free_port", "init_group", "run_group", "time_allreduce"]
 
 
 def backend_for(device: torch.device) -> str:
@@ -130,3 +130,29 @@ def run_group(fn, world_size: int, *args, timeout_s: float = 600.0) -> list:
             if p.is_alive():
                 p.kill()
     return [results[r] for r in range(world_size)]
+
+
+def time_allreduce(
+    device: torch.device, sizes: list[int], iters: int
+) -> list[tuple[int, list[float]]]:
+    """Seconds of each of ``iters`` float32 all-reduces per size in bytes, on the default
+    group (what ``rccl-tests``' ``all_reduce_perf`` times; both ranks call it together)."""
+    import time
+
+    out = []
+    for nbytes in sizes:
+        x = torch.ones(max(1, nbytes // 4), device=device)
+        for _ in range(2):
+            dist.all_reduce(x)
+        times = []
+        for _ in range(iters):
+            dist.barrier()
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            times.append(time.perf_counter() - t0)
+        out.append((nbytes, times))
+    return out
