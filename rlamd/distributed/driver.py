@@ -134,6 +134,8 @@ class RayEngine:
             raise
         self.step = start_step
         self.worker_restarts = 0
+        self.lost_chunks = 0
+        self._down: set[int] = set()
         self.updates = 0
         self._metrics: dict[str, float] = {}
         self._eval_agent = None
@@ -261,16 +263,23 @@ class RayEngine:
         self.pending[info] = (w, data)
 
     def _worker_lost(self, w: int, exc: BaseException) -> None:
+        """A call to worker ``w`` failed: its chunk is dropped and Ray restarts it. Calls
+        made while it restarts fail too; they count as the same restart."""
+        self.lost_chunks += 1
+        if w in self._down:
+            time.sleep(0.2)
+            return
+        self._down.add(w)
         self.worker_restarts += 1
         self.log(f"rlamd: rollout worker {w} lost ({type(exc).__name__}); Ray restarts it "
                  f"(restart {self.worker_restarts}); its chunk in flight is dropped")  # fmt: skip
-        if (
-            self.rc.max_worker_restarts != -1
-            and self.worker_restarts > self.rc.max_worker_restarts * self.rc.num_rollout_workers
-        ):
+        limit = self.rc.max_worker_restarts
+        if limit != -1 and self.worker_restarts > limit * self.rc.num_rollout_workers:
             raise RuntimeError(f"rollout workers failed {self.worker_restarts} times; giving up "
                                "(raise ray.max_worker_restarts)")  # fmt: skip
-        time.sleep(0.2)
+
+    def _worker_back(self, w: int) -> None:
+        self._down.discard(w)
 
     def _dqn_iterate(self) -> list[tuple[int, list]]:
         cfg, rc = self.sections["dqn"], self.rc
@@ -293,6 +302,7 @@ class RayEngine:
                 self._worker_lost(w, exc)
                 self._launch(w)
                 continue
+            self._worker_back(w)
             r = w % rc.num_learners
             first = (w // rc.num_learners) * rc.envs_per_worker
             self.add_refs.append(self.learners[r].add.remote(data, first))
@@ -349,6 +359,7 @@ class RayEngine:
             for w, (d, i) in calls.items():
                 try:
                     infos[w], data[w] = ray.get(i), d
+                    self._worker_back(w)
                 except _WORKER_LOST as exc:
                     self._worker_lost(w, exc)
                     todo.append(w)
@@ -374,6 +385,7 @@ class RayEngine:
         out = dict(self._metrics)
         out.pop("updates", None)
         out["ray/worker_restarts"] = float(self.worker_restarts)
+        out["ray/lost_chunks"] = float(self.lost_chunks)
         out["ray/weights_version"] = float(self.version)
         if self.algo == "dqn":
             out["ray/paused_workers"] = float(len(self.idle))
