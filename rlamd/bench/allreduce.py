@@ -52,9 +52,9 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
     world = 2
     sizes = []
     n = 8
-    while n <= max_bytes:
+    while n <= max_bytes:  # doubling, as all_reduce_perf -f 2 does
         sizes.append(n)
-        n *= 4
+        n *= 2
     try:
         import ray
     except ImportError:

@@ -3,7 +3,7 @@
 Each actor is the rollout worker of ``--ray`` DQN runs: its own Breakout vector env, a
 CPU copy of the Q-network acting with Ape-X epsilons, and the chunk's initial
 priorities computed before it ships. The baseline is the same worker in this process
-(no Ray, no object store), measured in the same run. Scaling is bounded by the cores:
+with the same single thread (no Ray, no object store), measured in the same run. Scaling is bounded by the cores:
 on a 2-core machine 4 actors share 2 cores.
 """
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import time
+
+import torch
 
 from .common import Figure, measure, print_table
 
@@ -53,8 +55,14 @@ def run_rollout_suite(
             local.collect(None, 0, chunk_steps)
         return rounds * per_chunk
 
-    figures = [measure(f"rollout/in_process/{envs_per_worker}envs", "env steps/s", in_process,
-                       repeats=repeats, actors=0, envs_per_worker=envs_per_worker)]  # fmt: skip
+    # One thread, as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1 there).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        figures = [measure(f"rollout/in_process/{envs_per_worker}envs", "env steps/s", in_process,
+                           repeats=repeats, actors=0, envs_per_worker=envs_per_worker)]  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
     local.close()
     started = not ray.is_initialized()
     if started:
@@ -84,7 +92,7 @@ def run_rollout_suite(
             ray.shutdown()
     base = figures[0].median
     one = figures[1].median
-    rows = [("in-process worker", "-", f"{base:,.0f}", "1.00", "-")]
+    rows = [("in-process worker, 1 thread", str(envs_per_worker), f"{base:,.0f}", "1.00", "-")]
     for f in figures[1:]:
         f.meta["ratio_to_in_process"] = f.median / base
         f.meta["scaling_vs_1_actor"] = f.median / one

@@ -182,7 +182,6 @@ class RayEngine:
         where_l = self._get([ln.where.remote() for ln in self.learners], what="starting")
         where_w = ray.get([w.where.remote() for w in self.workers])
         self.worker_nodes = [w["node"] for w in where_w]
-        self.learner_info = described
         for msg in described[0]["messages"]:
             self.log(msg)
         group = "no process group (one learner)" if L == 1 else (
@@ -225,10 +224,6 @@ class RayEngine:
     @property
     def detail(self) -> str:
         return self.layout_text
-
-    @property
-    def num_envs(self) -> int:
-        return self.rc.num_rollout_workers * self.rc.envs_per_worker
 
     # ------------------------------------------------------------------ DQN
     def _dqn_init(self) -> None:

@@ -101,7 +101,9 @@ def test_killing_a_rollout_worker_does_not_stop_training_and_its_restart_is_coun
         assert updates > 0 and engine.worker_restarts == 0
         ray.kill(engine.workers[0], no_restart=False)
         _run_until(engine, 8_000)
-        assert engine.worker_restarts == 1  # one kill, one restart (however many calls failed meanwhile)
+        assert (
+            engine.worker_restarts == 1
+        )  # one kill, one restart (however many calls failed meanwhile)
         assert engine.metrics()["ray/worker_restarts"] == engine.worker_restarts
         assert engine.updates > updates  # training went on
         assert ray.get(engine.workers[0].where.remote())["pid"] != pid  # Ray restarted it
