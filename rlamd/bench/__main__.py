@@ -75,7 +75,7 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
         for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
             names = [f.name.split("/", 1)[-1] for f in figs]
             ax.barh(names, [f.median for f in figs], xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
-                    color=["#c0392b" if "rlamd" in f.name or not any(p in f.name for p in ("sb3", "torchrl", "numpy", "raw"))
+                    color=["#c0392b" if "rlamd" in f.name or not any(p in f.name for p in ("sb3", "torchrl", "rllib", "numpy", "raw"))
                            else "#7f8c8d" for f in figs])  # fmt: skip
             ax.set_xlabel(unit)
             ax.invert_yaxis()
