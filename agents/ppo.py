@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -30,7 +31,7 @@ from rlamd.precision import Precision
 
 from .networks import fp32_head, is_image, make_torso
 
-__all__ = ["PPO", "ActorCritic", "PPOConfig", "Rollout", "compute_gae"]
+__all__ = ["PPO", "ActorCritic", "PPOConfig", "PPORows", "Rollout", "compute_gae"]
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,24 @@ def compute_gae(
     return adv, adv + values
 
 
+class PPORows(NamedTuple):
+    """Flat training rows of one or more rollouts (``B`` rows each), GAE included."""
+
+    obs: torch.Tensor
+    actions: torch.Tensor
+    logprobs: torch.Tensor
+    """log pi_old(a|s) when acting."""
+    values: torch.Tensor
+    """V_old(s) when acting."""
+    advantages: torch.Tensor
+    returns: torch.Tensor
+
+    @classmethod
+    def cat(cls, parts: list[PPORows], device: torch.device) -> PPORows:
+        """Several actors' rows as one batch on ``device``."""
+        return cls(*(torch.cat(column).to(device) for column in zip(*parts, strict=True)))
+
+
 class Rollout:
     """Preallocated device storage for ``num_steps`` x ``num_envs`` transitions.
 
@@ -235,7 +254,7 @@ class PPO:
         """GAE on the rollout, then ``update_epochs`` passes of shuffled minibatches."""
         self.learn(self.flatten(ro, last_value))
 
-    def flatten(self, ro: Rollout, last_value: torch.Tensor) -> dict[str, torch.Tensor]:
+    def flatten(self, ro: Rollout, last_value: torch.Tensor) -> PPORows:
         """The rollout as flat training rows, with GAE advantages and returns.
 
         This is what a Ray rollout actor ships to the learners; ``learn`` takes it (or
@@ -246,11 +265,10 @@ class PPO:
             ro.rewards, ro.values, ro.ended, ro.next_values(last_value), cfg.gamma, cfg.gae_lambda
         )
         B = ro.num_steps * ro.num_envs
-        return {"obs": ro.obs.reshape(B, *ro.obs.shape[2:]), "actions": ro.actions.reshape(B),
-                "logprobs": ro.logprobs.reshape(B), "values": ro.values.reshape(B),
-                "advantages": adv.reshape(B), "returns": ret.reshape(B)}  # fmt: skip
+        return PPORows(ro.obs.reshape(B, *ro.obs.shape[2:]), ro.actions.reshape(B), ro.logprobs.reshape(B),
+                       ro.values.reshape(B), adv.reshape(B), ret.reshape(B))  # fmt: skip
 
-    def learn(self, rows: dict[str, torch.Tensor]) -> None:
+    def learn(self, rows: PPORows) -> None:
         """``update_epochs`` passes of shuffled minibatches over ``rows`` (see :meth:`flatten`).
 
         With several learners (``self.sync`` set) each holds its share of the rows and
@@ -258,8 +276,7 @@ class PPO:
         decided on the mean over all learners, so all of them run the same updates.
         """
         cfg = self.cfg
-        obs, actions, old_lp = rows["obs"], rows["actions"], rows["logprobs"]
-        old_v, adv, ret = rows["values"], rows["advantages"], rows["returns"]
+        obs, actions, old_lp, old_v, adv, ret = rows
         B = actions.shape[0]
         mb = B // cfg.num_minibatches
         if mb < 1:

@@ -301,13 +301,13 @@ class RayEngine:
             r = w % rc.num_learners
             first = (w // rc.num_learners) * rc.envs_per_worker
             self.add_refs.append(self.learners[r].add.remote(data, first))
-            self.sent[r] += info["env_steps"]
-            self.step += info["env_steps"]
+            self.sent[r] += info.env_steps
+            self.step += info.env_steps
             if self.step >= cfg.learning_starts and all(
                 s >= m for s, m in zip(self.sent, self.warmup, strict=True)
             ):
-                self.credit += info["env_steps"] / cfg.train_frequency
-            out.append((info["env_steps"], info["episodes"]))
+                self.credit += info.env_steps / cfg.train_frequency
+            out.append((info.env_steps, info.episodes))
             if self.credit > self.max_credit:
                 self.idle.append(w)
             else:
@@ -358,7 +358,7 @@ class RayEngine:
                 except _WORKER_LOST as exc:
                     self._worker_lost(w, exc)
                     todo.append(w)
-        steps = sum(i["env_steps"] for i in infos)
+        steps = sum(i.env_steps for i in infos)
         progress = self.step / self.train.steps
         L = rc.num_learners
         refs = [
@@ -370,7 +370,7 @@ class RayEngine:
         self._weights = self.learners[0].weights.remote()
         self.version += 1
         self.step += steps
-        return [(i["env_steps"], i["episodes"]) for i in infos]
+        return [(i.env_steps, i.episodes) for i in infos]
 
     # ------------------------------------------------------------------ the engine interface
     def iterate(self) -> list[tuple[int, list]]:

@@ -17,12 +17,39 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
 
-__all__ = ["Learner", "RolloutWorker", "chunk_td_errors", "to_cpu"]
+__all__ = ["Chunk", "CollectInfo", "Learner", "RolloutWorker", "chunk_td_errors", "to_cpu"]
+
+
+class Chunk(NamedTuple):
+    """``T`` vector steps of one rollout worker's ``E`` envs, for a learner's replay shard."""
+
+    obs: np.ndarray
+    """``(T, E, *obs_shape)`` observations the actions were taken in."""
+    actions: np.ndarray
+    """``(T, E)`` actions executed."""
+    rewards: np.ndarray
+    terminated: np.ndarray
+    done: np.ndarray
+    final: dict[int, np.ndarray]
+    """Step t -> the ``(E, *obs_shape)`` final observations, for steps where an episode ended."""
+    priorities: np.ndarray | None
+    """``(T, E)`` initial priorities (|n-step TD error| from the worker's network), or None."""
+
+
+class CollectInfo(NamedTuple):
+    """What the driver gets back from a collect call (the data goes to a learner)."""
+
+    worker: int
+    env_steps: int
+    episodes: list[tuple[float, int]]
+    """(real score, length) of every episode that ended."""
+    version: int
+    """Weights version the worker acted with."""
 
 
 def to_cpu(obj: Any) -> Any:
@@ -124,11 +151,11 @@ class RolloutWorker:
             self.agent.policy_net.load_state_dict(weights)
             self.version = version
 
-    def collect(self, weights: dict[str, torch.Tensor] | None, version: int, num_steps: int) -> tuple[dict, dict]:  # fmt: skip
+    def collect(self, weights: dict[str, torch.Tensor] | None, version: int, num_steps: int) -> tuple[Any, CollectInfo]:  # fmt: skip
         """One DQN chunk or one PPO rollout, with this actor's current weights.
 
-        Returns ``(payload, info)``: the payload goes to a learner, the small info
-        (env steps, finished episodes' real scores) to the driver.
+        Returns ``(payload, info)``: the payload (a :class:`Chunk`, or PPO's
+        :class:`~rlamd.agents.ppo.PPORows`) goes to a learner, the small info to the driver.
         """
         self.set_weights(weights, version)
         if self.algo == "dqn":
@@ -138,11 +165,10 @@ class RolloutWorker:
             last = self.agent.value(self.collector.obs_tensor())
             payload = self.agent.flatten(self.loop.rollout, last)
         episodes = [e for s in steps for e in s.finished()]
-        info = {"worker": self.index, "env_steps": len(steps) * self.collector.num_envs,
-                "episodes": episodes, "version": self.version}  # fmt: skip
+        info = CollectInfo(self.index, len(steps) * self.collector.num_envs, episodes, self.version)
         return payload, info
 
-    def _dqn_chunk(self, T: int) -> tuple[dict, list]:
+    def _dqn_chunk(self, T: int) -> tuple[Chunk, list]:
         agent, col, eps = self.agent, self.collector, self.epsilons
         obs, steps, final = [], [], {}
         for t in range(T):
@@ -151,36 +177,36 @@ class RolloutWorker:
             steps.append(s)
             if s.done.any():
                 final[t] = s.final_obs
-        obs_np = np.stack(obs)
-        cols = {
-            "actions": np.stack([s.actions for s in steps]),
-            "rewards": np.stack([s.reward for s in steps]).astype(np.float32),
-            "terminated": np.stack([s.terminated for s in steps]),
-            "done": np.stack([s.done for s in steps]),
-        }
-        payload = {"obs": obs_np, "final": final, **cols}
+        chunk = Chunk(
+            obs=np.stack(obs),
+            actions=np.stack([s.actions for s in steps]),
+            rewards=np.stack([s.reward for s in steps]).astype(np.float32),
+            terminated=np.stack([s.terminated for s in steps]),
+            done=np.stack([s.done for s in steps]),
+            final=final,
+            priorities=None,
+        )
         if agent.cfg.prioritized:
-            payload["priorities"] = self._priorities(obs_np, final, cols).numpy()
-        return payload, steps
+            chunk = chunk._replace(priorities=self._priorities(chunk).numpy())
+        return chunk, steps
 
     @torch.no_grad()
-    def _priorities(self, obs: np.ndarray, final: dict, cols: dict) -> torch.Tensor:
+    def _priorities(self, c: Chunk) -> torch.Tensor:
         agent, cfg = self.agent, self.agent.cfg
-        T, E = obs.shape[:2]
+        T, E = c.obs.shape[:2]
         every = torch.from_numpy(
-            np.concatenate([obs.reshape(T * E, *obs.shape[2:]), self.collector.obs])
+            np.concatenate([c.obs.reshape(T * E, *c.obs.shape[2:]), self.collector.obs])
         )
         with agent.precision.autocast():
             q = agent.q(every).float().reshape(T + 1, E, -1)
         final_v = torch.zeros(T, E)
-        done, term = cols["done"], cols["terminated"]
-        cut = np.argwhere(done & ~term)
+        cut = np.argwhere(c.done & ~c.terminated)
         if cut.size:
-            f = torch.from_numpy(np.stack([final[t][e] for t, e in cut]))
+            f = torch.from_numpy(np.stack([c.final[t][e] for t, e in cut]))
             with agent.precision.autocast():
                 final_v[cut[:, 0], cut[:, 1]] = agent.q(f).float().max(1).values
-        return chunk_td_errors(q, final_v, torch.from_numpy(cols["actions"]), torch.from_numpy(cols["rewards"]),
-                               torch.from_numpy(term), torch.from_numpy(done), cfg.gamma, cfg.n_step)  # fmt: skip
+        return chunk_td_errors(q, final_v, *(torch.from_numpy(x) for x in (c.actions, c.rewards, c.terminated, c.done)),
+                               cfg.gamma, cfg.n_step)  # fmt: skip
 
     def close(self) -> None:
         self.collector.close()
@@ -250,23 +276,22 @@ class Learner:
                 "messages": list(self.messages)}  # fmt: skip
 
     # ------------------------------------------------------------------ DQN
-    def add(self, chunk: dict, first_stream: int) -> int:
+    def add(self, chunk: Chunk, first_stream: int) -> int:
         """Store a worker's chunk in this shard, with the worker's priorities; returns the shard's size."""
         shard = self.shard
-        obs = chunk["obs"]
-        T, E = chunk["actions"].shape
+        T, E = chunk.actions.shape
         streams = np.arange(first_stream, first_stream + E)
         pos = np.empty((T, E), dtype=np.int64)
         with warnings.catch_warnings():
             # Arrays from Ray's object store are read-only; the shard only reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             for t in range(T):
-                pos[t] = shard.add(obs[t], chunk["actions"][t], chunk["rewards"][t], chunk["terminated"][t],
-                                   chunk["done"][t], chunk["final"].get(t), streams)  # fmt: skip
-        if "priorities" in chunk and hasattr(shard, "update_priorities"):
+                pos[t] = shard.add(chunk.obs[t], chunk.actions[t], chunk.rewards[t], chunk.terminated[t],
+                                   chunk.done[t], chunk.final.get(t), streams)  # fmt: skip
+        if chunk.priorities is not None and hasattr(shard, "update_priorities"):
             # Records still waiting for their n-step window stay unsampleable and get the
             # running max priority when they become sampleable.
-            shard.update_priorities(torch.from_numpy(pos.reshape(-1)), torch.from_numpy(chunk["priorities"].reshape(-1)))  # fmt: skip
+            shard.update_priorities(torch.from_numpy(pos.reshape(-1)), torch.from_numpy(chunk.priorities.reshape(-1)))  # fmt: skip
         return len(shard)
 
     def train(self, num_updates: int, beta: float, metrics: bool = False) -> dict | None:
@@ -283,11 +308,12 @@ class Learner:
         self.agent.update(type(batch)(*(t.to(self.device) for t in batch)))
 
     # ------------------------------------------------------------------ PPO
-    def learn(self, progress: float, metrics: bool, *parts: dict) -> dict | None:
-        """A PPO iteration on this learner's share of the rollouts (one part per worker)."""
-        rows = {k: torch.cat([p[k] for p in parts]).to(self.device) for k in parts[0]}
+    def learn(self, progress: float, metrics: bool, *parts: Any) -> dict | None:
+        """A PPO iteration on this learner's share of the rollouts (PPORows, one per worker)."""
+        from rlamd.agents.ppo import PPORows
+
         self.agent.set_progress(progress)
-        self.agent.learn(rows)
+        self.agent.learn(PPORows.cat(list(parts), self.device))
         return self.read_metrics() if metrics else None
 
     # ------------------------------------------------------------------ state

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from rlamd.agents.ppo import PPORows
 from rlamd.replay import ReplayBatch
 from rlamd.train import sections_from_dicts
 
@@ -32,22 +33,20 @@ def dqn_batch(seed: int, n: int = 64) -> ReplayBatch:
     )
 
 
-def ppo_rows(seed: int, n: int = 256) -> dict[str, torch.Tensor]:
+def ppo_rows(seed: int, n: int = 256) -> PPORows:
     g = torch.Generator().manual_seed(seed)
-    return {
-        "obs": torch.randn(n, 4, generator=g),
-        "actions": torch.randint(0, 2, (n,), generator=g),
-        "logprobs": -0.2 - torch.rand(n, generator=g),
-        "values": torch.randn(n, generator=g),
-        "advantages": 3.0 + 2.0 * torch.randn(n, generator=g),  # normalised over all learners' rows
-        "returns": torch.randn(n, generator=g),
-    }
+    return PPORows(
+        obs=torch.randn(n, 4, generator=g),
+        actions=torch.randint(0, 2, (n,), generator=g),
+        logprobs=-0.2 - torch.rand(n, generator=g),
+        values=torch.randn(n, generator=g),
+        advantages=3.0 + 2.0 * torch.randn(n, generator=g),  # normalised over all learners' rows
+        returns=torch.randn(n, generator=g),
+    )
 
 
 def share(x, rank: int, world: int):
     """Rank ``rank``'s equal share of a batch (every tensor split by rows)."""
-    if isinstance(x, dict):
-        return {k: share(v, rank, world) for k, v in x.items()}
     if isinstance(x, tuple):
         return type(x)(*(share(v, rank, world) for v in x))
     n = x.shape[0] // world
