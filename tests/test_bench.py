@@ -87,3 +87,19 @@ def test_unknown_suite_names_the_nearest(capsys):
     with pytest.raises(SystemExit):
         main(["replya"])
     assert "Did you mean 'replay'" in capsys.readouterr().err
+
+
+def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(monkeypatch):
+    import sys
+
+    from rlamd.bench.allreduce import run_allreduce_suite
+    from rlamd.bench.rollout import run_rollout_suite
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    notes: list[str] = []
+    assert run_rollout_suite(notes=notes) == []
+    assert notes == ["rollout skipped: Ray not installed (bash scripts/setup.sh --ray)"]
+    figures = run_allreduce_suite(max_bytes=64, iters=2, notes=notes)
+    assert [f.meta["bytes"] for f in figures] == [8, 16, 32, 64]
+    assert all(f.meta["between"] == "two processes" and f.median > 0 for f in figures)
+    assert "measured between two local processes (gloo)" in notes[1]
