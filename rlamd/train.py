@@ -419,7 +419,6 @@ def run(
 
     torch.manual_seed(sections["train"].seed)
     run_dir = run_dir or _new_run_dir(sections["train"])
-    run_dir.mkdir(parents=True, exist_ok=True)
     failures, allowed = 0, sections["ray"].max_failures
     while True:
         try:
@@ -449,23 +448,34 @@ def _run(sections: dict[str, Any], resume_state: dict | None, run_dir: Path) -> 
 
     train: TrainConfig = sections["train"]
     start_step = int(resume_state["step"]) if resume_state else 0
-    logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard)
-    (run_dir / "config.toml").write_text(to_toml(sections), encoding="utf-8")
-    try:
-        if sections["ray"].enabled:
-            from rlamd.distributed.driver import RayEngine
+    # The engine comes first: a device or cluster that cannot serve the run is reported
+    # before a run folder exists. Its messages wait for the logger.
+    early: list[str] = []
+    sink: dict[str, Callable[[str], None]] = {"log": early.append}
 
-            engine: Any = RayEngine(sections, start_step, resume_state["agent"] if resume_state else None,
-                                    logger.message)  # fmt: skip
-            (run_dir / "cluster.txt").write_text(engine.detail + "\n", encoding="utf-8")
-        else:
-            engine = LocalEngine(sections, start_step, resume_state, logger.message)
-            (run_dir / "device.json").write_text(
-                json.dumps(engine.info.to_dict(), indent=2), encoding="utf-8"
-            )
+    def log(text: str) -> None:
+        sink["log"](text)
+
+    if sections["ray"].enabled:
+        from rlamd.distributed.driver import RayEngine
+
+        engine: Any = RayEngine(
+            sections, start_step, resume_state["agent"] if resume_state else None, log
+        )
+        about = ("cluster.txt", engine.detail + "\n")
+    else:
+        engine = LocalEngine(sections, start_step, resume_state, log)
+        about = ("device.json", json.dumps(engine.info.to_dict(), indent=2))
+    try:
+        logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard)
     except BaseException:
-        logger.close()
+        engine.close()
         raise
+    sink["log"] = logger.message
+    for text in early:
+        logger.message(text)
+    (run_dir / "config.toml").write_text(to_toml(sections), encoding="utf-8")
+    (run_dir / about[0]).write_text(about[1], encoding="utf-8")
     logger.message(engine.detail)
     if logger.writer is not None:
         logger.writer.add_text("config", "```\n" + to_toml(sections) + "\n```", start_step)

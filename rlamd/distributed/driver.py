@@ -21,6 +21,7 @@ all-reduce every minibatch update; learner 0's weights go out once per iteration
 from __future__ import annotations
 
 import os
+import socket
 import time
 import warnings
 from typing import Any
@@ -43,6 +44,21 @@ _UPDATES_PER_CALL = 1000
 
 
 # ---------------------------------------------------------------------- cluster
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not minutes, when nothing listens at a ``host:port`` address
+    (Ray itself keeps retrying an unreachable head for several minutes)."""
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return  # "auto", ray:// client addresses: Ray checks those itself
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"nothing answers at --ray-address {address} ({exc.strerror or exc}); is the head "
+            "running (`ray start --head --port PORT`) and the port open from here?"
+        ) from exc
+
+
 def connect(address: str | None, needed_cpus: float, log) -> str:
     """Join ``address`` (or RAY_ADDRESS, or a running cluster), else start a local one.
 
@@ -55,7 +71,15 @@ def connect(address: str | None, needed_cpus: float, log) -> str:
     for k, v in env.items():
         os.environ.setdefault(k, v)
     if address and address != "local":
-        ray.init(address=address, log_to_driver=True)
+        _check_reachable(address)
+        try:
+            ray.init(address=address, log_to_driver=True)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise ConfigError(
+                f"could not join the Ray cluster at --ray-address {address!r}: {str(exc).splitlines()[0]}. "
+                "Start one with `ray start --head`, give the head's host:port, or leave --ray-address "
+                "out to join RAY_ADDRESS / a running cluster or else start a local one"
+            ) from exc
         return f"joined {address}"
     if address is None:
         try:  # RAY_ADDRESS (set in `ray job submit` jobs), else a cluster started on this node

@@ -51,6 +51,7 @@ def test_layout_that_does_not_fit_is_refused_before_training(tmp_path, capsys):
             in err
         )
         assert "the cluster has 2 CPU, 0 GPU on 1 node(s)" in err
+        assert not any(tmp_path.iterdir())  # refused before a run folder was made
     finally:
         ray.shutdown()
         cluster.shutdown()
@@ -81,3 +82,10 @@ def test_job_submitted_to_a_local_head_succeeds(tmp_path):
         assert (tmp_path / "job" / "checkpoint.pt").exists()
     finally:
         subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def test_unreachable_cluster_address_fails_in_seconds_and_creates_nothing(tmp_path, capsys):
+    args = ["cartpole", "--ray", "--ray-address", "127.0.0.1:1", "--logdir", str(tmp_path)]
+    assert main(args) == 2
+    assert "nothing answers at --ray-address 127.0.0.1:1" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
