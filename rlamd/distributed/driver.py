@@ -259,6 +259,7 @@ class RayEngine:
         self.train_refs: list | None = None
         self.credit = 0.0
         self._since_weights = 0
+        self._metrics_t = 0.0
         self.per_batch = cfg.batch_size // rc.num_learners
         # Enough sent to every shard that it can fill a batch (each stream holds back up
         # to n_step + frame_stack + 2 records that are not sampleable yet).
@@ -346,7 +347,13 @@ class RayEngine:
         self.credit -= n
         cfg = self.sections["dqn"]
         beta = cfg.beta(self.step, self.train.steps)
-        self.train_refs = [ln.train.remote(n, beta, r == 0) for r, ln in enumerate(self.learners)]
+        # Metrics cost learner 0 one device sync: ask for them about once a second.
+        want = time.monotonic() - self._metrics_t >= 1.0
+        if want:
+            self._metrics_t = time.monotonic()
+        self.train_refs = [
+            ln.train.remote(n, beta, want and r == 0) for r, ln in enumerate(self.learners)
+        ]
         self._train_n = n
 
     def _finish_train(self) -> None:
@@ -354,7 +361,7 @@ class RayEngine:
         results = self._get(refs + self.add_refs, what="training")
         self.add_refs = []
         self.updates += self._train_n
-        self._metrics.update(results[0])
+        self._metrics.update(results[0] or {})
         self._since_weights += self._train_n
         if self._since_weights >= self.rc.weights_every or self.version == 0:
             self._weights = self.learners[0].weights.remote()
