@@ -26,7 +26,7 @@ class RunLogger:
     """Episode statistics, rates, a progress display and a TensorBoard writer."""
 
     def __init__(self, logdir: Path, total_steps: int, start_step: int = 0, *,
-                 tensorboard: bool = True, progress: bool | None = None) -> None:  # fmt: skip
+                 tensorboard: bool = True, progress: bool | None = None, start_updates: int = 0) -> None:  # fmt: skip
         self.total, self.start_step = total_steps, start_step
         self.scores: deque[float] = deque(maxlen=100)
         self.lengths: deque[int] = deque(maxlen=100)
@@ -49,7 +49,7 @@ class RunLogger:
             self.bar = tqdm(total=total_steps, initial=start_step, unit="step", unit_scale=True,
                             dynamic_ncols=True, smoothing=0.05)  # fmt: skip
         self._t0 = time.perf_counter()
-        self._last_t, self._last_step, self._last_updates = self._t0, start_step, 0
+        self._last_t, self._last_step, self._last_updates = self._t0, start_step, start_updates
 
     @staticmethod
     def _open_csv(path: Path, header: str, start_step: int):

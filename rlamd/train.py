@@ -411,11 +411,12 @@ def run(
 ) -> int:
     """Train until ``train.steps`` or a stop signal; returns the exit status.
 
-    With ``--ray``, a learner that dies stops the run (its last checkpoint is kept), or,
-    up to ``ray.max_failures`` times, restarts it from that checkpoint.
+    With ``--ray``, a learner that dies (or rollout workers dying past their restart limit)
+    stops the run, keeping its last checkpoint, or, up to ``ray.max_failures`` times,
+    restarts it from that checkpoint.
     """
     from rlamd.checkpoint import FILENAME, CheckpointError, load_checkpoint
-    from rlamd.distributed import LearnerFailed
+    from rlamd.distributed import RunFailed
 
     torch.manual_seed(sections["train"].seed)
     run_dir = run_dir or _new_run_dir(sections["train"])
@@ -423,7 +424,7 @@ def run(
     while True:
         try:
             return _run(sections, resume_state, run_dir)
-        except LearnerFailed as exc:
+        except RunFailed as exc:
             path = run_dir / FILENAME
             try:
                 resume_state = load_checkpoint(path) if path.exists() else None
@@ -467,7 +468,8 @@ def _run(sections: dict[str, Any], resume_state: dict | None, run_dir: Path) -> 
         engine = LocalEngine(sections, start_step, resume_state, log)
         about = ("device.json", json.dumps(engine.info.to_dict(), indent=2))
     try:
-        logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard)
+        logger = RunLogger(run_dir, train.steps, start_step, tensorboard=train.tensorboard,
+                           start_updates=engine.updates)  # fmt: skip
     except BaseException:
         engine.close()
         raise

@@ -5,6 +5,6 @@ torch.distributed) and ``roles`` (rollout worker and learner) import without Ray
 ``driver`` places them on a cluster and needs ``pip install -e .[ray]``.
 """
 
-from .config import ClusterFitError, LearnerFailed, RayConfig
+from .config import ClusterFitError, LearnerFailed, RayConfig, RunFailed, WorkersFailed
 
-__all__ = ["ClusterFitError", "LearnerFailed", "RayConfig"]
+__all__ = ["ClusterFitError", "LearnerFailed", "RayConfig", "RunFailed", "WorkersFailed"]

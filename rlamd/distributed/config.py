@@ -12,6 +12,8 @@ __all__ = [
     "ClusterFitError",
     "LearnerFailed",
     "RayConfig",
+    "RunFailed",
+    "WorkersFailed",
     "fmt_resources",
     "learner_device_spec",
     "plan_layout",
@@ -22,8 +24,16 @@ class ClusterFitError(ConfigError):
     """The requested actors do not fit the cluster (raised before training starts)."""
 
 
-class LearnerFailed(RuntimeError):
-    """A learner actor died; the run stops (or restarts from its last checkpoint)."""
+class RunFailed(RuntimeError):
+    """The cluster lost what the run needs; it stops (or restarts from its last checkpoint)."""
+
+
+class LearnerFailed(RunFailed):
+    """A learner actor died."""
+
+
+class WorkersFailed(RunFailed):
+    """Rollout workers died more often than ``ray.max_worker_restarts`` allows."""
 
 
 @dataclass(frozen=True)

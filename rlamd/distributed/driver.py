@@ -34,7 +34,14 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlamd.config import ConfigError
 
-from .config import ClusterFitError, LearnerFailed, fmt_resources, learner_device_spec, plan_layout
+from .config import (
+    ClusterFitError,
+    LearnerFailed,
+    WorkersFailed,
+    fmt_resources,
+    learner_device_spec,
+    plan_layout,
+)
 from .roles import Learner, RolloutWorker
 
 __all__ = ["RayEngine", "connect"]
@@ -160,7 +167,7 @@ class RayEngine:
         self.worker_restarts = 0
         self.lost_chunks = 0
         self._down: set[int] = set()
-        self.updates = 0
+        self.updates = int(agent_state.get("updates", 0)) if agent_state else 0
         self._metrics: dict[str, float] = {}
         self._eval_agent = None
         self._weights: Any = self.learners[0].weights.remote()
@@ -295,8 +302,8 @@ class RayEngine:
                  f"(restart {self.worker_restarts}); its chunk in flight is dropped")  # fmt: skip
         limit = self.rc.max_worker_restarts
         if limit != -1 and self.worker_restarts > limit * self.rc.num_rollout_workers:
-            raise RuntimeError(f"rollout workers failed {self.worker_restarts} times; giving up "
-                               "(raise ray.max_worker_restarts)")  # fmt: skip
+            raise WorkersFailed(f"rollout workers died {self.worker_restarts} times, more than "
+                                f"ray.max_worker_restarts={limit} per worker allows")  # fmt: skip
 
     def _worker_back(self, w: int) -> None:
         self._down.discard(w)

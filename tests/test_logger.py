@@ -1,0 +1,20 @@
+"""The progress figures."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlamd.logger import RunLogger
+
+
+def test_updates_per_second_after_resume_count_only_new_updates(tmp_path, capsys):
+    """Regression: a resumed run showed the checkpoint's whole update count as the first
+    interval's updates/s (e.g. 16,039 upd/s)."""
+    logger = RunLogger(
+        tmp_path, 2_000, 1_000, tensorboard=False, progress=False, start_updates=50_000
+    )
+    rates = logger.log(1_100, 50_010, {})
+    logger.close()
+    # Same interval for both rates: 10 updates per 100 steps, not 50,010.
+    assert rates["charts/updates_per_s"] / rates["charts/SPS"] == pytest.approx(0.1)
+    assert "step 1,100/2,000" in capsys.readouterr().out
