@@ -326,8 +326,7 @@ class LocalEngine:
                 self.collector, self.agent, sections["ppo"], train.steps, start_step
             )
             what = f"rollout {sections['ppo'].num_steps} x {train.num_envs}"
-        self.precision_mode = self.agent.precision.mode
-        self.detail = f"rlamd: {self.info.summary()} | precision {self.precision_mode}\n" + (
+        self.detail = f"rlamd: {self.info.summary()} | precision {self.agent.precision.mode}\n" + (
             f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {what}")  # fmt: skip
 
     @property

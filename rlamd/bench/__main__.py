@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--no-peers",
         action="store_true",
-        help="skip Stable-Baselines3 / TorchRL even when installed",
+        help="skip Stable-Baselines3 / TorchRL / RLlib even when installed",
     )
     args = p.parse_args(argv)
     for s in args.suites:

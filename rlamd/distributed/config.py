@@ -104,10 +104,16 @@ class RayConfig:
             raise ValueError(
                 f"ray.gpus_per_learner={self.gpus_per_learner}; above 1 Ray accepts only whole GPUs"
             )
-        if not 0.0 < self.apex_epsilon <= 1.0 or self.apex_alpha < 0:
-            raise ValueError("ray.apex_epsilon must be in (0, 1] and ray.apex_alpha >= 0")
-        if self.max_worker_restarts < -1 or self.max_failures < 0:
-            raise ValueError("ray.max_worker_restarts >= -1 and ray.max_failures >= 0")
+        if not 0.0 < self.apex_epsilon <= 1.0:
+            raise ValueError(f"ray.apex_epsilon={self.apex_epsilon}; accepted: a number in (0, 1]")
+        if self.apex_alpha < 0:
+            raise ValueError(f"ray.apex_alpha={self.apex_alpha}; accepted: a number >= 0")
+        if self.max_worker_restarts < -1:
+            raise ValueError(
+                f"ray.max_worker_restarts={self.max_worker_restarts}; accepted: -1 (always) or an integer >= 0"
+            )
+        if self.max_failures < 0:
+            raise ValueError(f"ray.max_failures={self.max_failures}; accepted: an integer >= 0")
 
     def epsilons(self, index: int) -> list[float]:
         """Ape-X exploration rates of rollout actor ``index``'s envs, spread over all envs."""

@@ -117,6 +117,12 @@ def _wait_placed(group, what: str, timeout: float, layout: dict) -> None:
         )
 
 
+def _where() -> dict:
+    """The calling actor's node, address, pid and Ray GPU ids (for the logged layout)."""
+    return {"node": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
+            "pid": os.getpid(), "gpus": [str(g) for g in ray.get_gpu_ids()]}  # fmt: skip
+
+
 @ray.remote
 class _RayWorker(RolloutWorker):
     def __init__(self, sections: dict[str, Any], index: int) -> None:
@@ -125,16 +131,12 @@ class _RayWorker(RolloutWorker):
             restarted = ray.get_runtime_context().was_current_actor_reconstructed
         super().__init__(sections, index, restarted)
 
-    def where(self) -> dict:
-        return {"node": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
-                "pid": os.getpid()}  # fmt: skip
+    where = staticmethod(_where)
 
 
 @ray.remote
 class _RayLearner(Learner):
-    def where(self) -> dict:
-        return {"node": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
-                "pid": os.getpid(), "gpus": [str(g) for g in ray.get_gpu_ids()]}  # fmt: skip
+    where = staticmethod(_where)
 
 
 # ---------------------------------------------------------------------- engine
@@ -147,7 +149,7 @@ class RayEngine:
         self.train, self.rc, self.algo = train, rc, train.algo
         W, L = rc.num_rollout_workers, rc.num_learners
         if W < L:
-            raise ConfigError(f"ray.num_rollout_workers={W} < ray.num_learners={L}: every learner needs at least one worker")  # fmt: skip
+            raise ConfigError(f"ray.num_rollout_workers={W} < ray.num_learners={L}: every learner needs a rollout worker of its own; accepted: --num-rollout-workers >= --num-learners")  # fmt: skip
         if train.algo == "dqn" and sections["dqn"].batch_size % L:
             raise ConfigError(f"dqn.batch_size={sections['dqn'].batch_size} must be a multiple of ray.num_learners={L} "
                               "(each learner takes an equal share of every batch)")  # fmt: skip
@@ -212,7 +214,6 @@ class RayEngine:
         described = self._get([ln.describe.remote() for ln in self.learners], what="starting")
         where_l = self._get([ln.where.remote() for ln in self.learners], what="starting")
         where_w = ray.get([w.where.remote() for w in self.workers])
-        self.worker_nodes = [w["node"] for w in where_w]
         for msg in described[0]["messages"]:
             self.log(msg)
         group = "no process group (one learner)" if L == 1 else (
@@ -224,7 +225,7 @@ class RayEngine:
             lines.append(f"rlamd:   learner {d['rank']} on {w['ip']} (pid {w['pid']}{gpu}): {d['summary']}, "
                          f"precision {d['precision']}" + (f", replay shard {d['replay']:,}" if d["replay"] else ""))  # fmt: skip
         nodes = sorted({w["ip"] for w in where_w})
-        lines.append(f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on {len(set(self.worker_nodes))} "
+        lines.append(f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on {len({w['node'] for w in where_w})} "
                      f"node(s) ({', '.join(nodes)})")  # fmt: skip
         if self.algo == "dqn":
             eps = [e for i in range(W) for e in rc.epsilons(i)]
@@ -235,7 +236,6 @@ class RayEngine:
                     "rlamd: note: --save-replay is not supported with --ray; checkpoints hold the agent only"
                 )
         self.layout_text = "\n".join(lines)
-        self.precision_mode = described[0]["precision"]
 
     def _get(self, refs: list, what: str) -> list:
         """Results of learner calls, in order; a dead learner becomes :class:`LearnerFailed`
@@ -427,7 +427,7 @@ class RayEngine:
     def agent_state(self) -> dict:
         if self.algo == "dqn" and self.train_refs is not None:
             self._finish_train()
-        return self._get([self.learners[0].state.remote()], what="checkpointing")[0]["agent"]
+        return self._get([self.learners[0].state.remote()], what="checkpointing")[0]
 
     def eval_policy(self):
         """A CPU copy of learner 0's policy, for evaluation on the driver."""

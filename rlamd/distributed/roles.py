@@ -44,12 +44,9 @@ class Chunk(NamedTuple):
 class CollectInfo(NamedTuple):
     """What the driver gets back from a collect call (the data goes to a learner)."""
 
-    worker: int
     env_steps: int
     episodes: list[tuple[float, int]]
     """(real score, length) of every episode that ended."""
-    version: int
-    """Weights version the worker acted with."""
 
 
 def to_cpu(obj: Any) -> Any:
@@ -129,7 +126,6 @@ class RolloutWorker:
 
         train, rc = sections["train"], sections["ray"]
         self.index, self.algo = index, train.algo
-        self.sections = sections
         device = torch.device("cpu")
         torch.manual_seed(train.seed)
         self.env = make_env(train.env, num_envs=rc.envs_per_worker, atari=sections["atari"])
@@ -165,7 +161,7 @@ class RolloutWorker:
             last = self.agent.value(self.collector.obs_tensor())
             payload = self.agent.flatten(self.loop.rollout, last)
         episodes = [e for s in steps for e in s.finished()]
-        info = CollectInfo(self.index, len(steps) * self.collector.num_envs, episodes, self.version)
+        info = CollectInfo(len(steps) * self.collector.num_envs, episodes)
         return payload, info
 
     def _dqn_chunk(self, T: int) -> tuple[Chunk, list]:
@@ -249,7 +245,9 @@ class Learner:
         """Rank 0: this node's address and a free port for the process group."""
         import ray
 
-        return ray.util.get_node_ip_address(), _free_port()
+        from .sync import free_port
+
+        return ray.util.get_node_ip_address(), free_port()
 
     def join(self, address: str, port: int) -> str:
         """Join the learners' process group; gradients are averaged from now on."""
@@ -270,8 +268,7 @@ class Learner:
         from rlamd.device import describe_device
 
         info = describe_device(self.device)
-        return {"rank": self.rank, "device": str(self.device), "summary": info.summary(),
-                "precision": self.agent.precision.mode, "node": _node_ip(),
+        return {"rank": self.rank, "summary": info.summary(), "precision": self.agent.precision.mode,
                 "replay": self.shard.capacity if self.shard is not None else 0,
                 "messages": list(self.messages)}  # fmt: skip
 
@@ -288,7 +285,7 @@ class Learner:
             for t in range(T):
                 pos[t] = shard.add(chunk.obs[t], chunk.actions[t], chunk.rewards[t], chunk.terminated[t],
                                    chunk.done[t], chunk.final.get(t), streams)  # fmt: skip
-        if chunk.priorities is not None and hasattr(shard, "update_priorities"):
+        if chunk.priorities is not None:  # the worker's config is prioritized, so is this shard
             # Records still waiting for their n-step window stay unsampleable and get the
             # running max priority when they become sampleable.
             shard.update_priorities(torch.from_numpy(pos.reshape(-1)), torch.from_numpy(chunk.priorities.reshape(-1)))  # fmt: skip
@@ -331,7 +328,7 @@ class Learner:
 
     def state(self) -> dict:
         """The agent's whole state on the CPU (for checkpoints)."""
-        return {"agent": to_cpu(self.agent.state_dict()), "updates": self.agent.updates}
+        return to_cpu(self.agent.state_dict())
 
     def load(self, agent_state: dict) -> None:
         self.agent.load_state_dict(agent_state)
@@ -345,22 +342,3 @@ class Learner:
     def parameters_vector(self) -> torch.Tensor:
         """All parameters flattened, on the CPU (tests compare learners with it)."""
         return torch.cat([p.detach().reshape(-1).cpu() for p in self.agent.params])
-
-    def close(self) -> None:
-        if self.sync is not None:
-            self.sync.close()
-
-
-def _free_port() -> int:
-    from .sync import free_port
-
-    return free_port()
-
-
-def _node_ip() -> str:
-    try:
-        import ray
-
-        return ray.util.get_node_ip_address()
-    except Exception:
-        return "local"

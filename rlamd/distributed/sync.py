@@ -58,7 +58,6 @@ class GradSync:
     def __init__(self, group: dist.ProcessGroup | None = None) -> None:
         self.group = group
         self.world_size = dist.get_world_size(group)
-        self.rank = dist.get_rank(group)
 
     def grads(self, grads: list[torch.Tensor], loss: torch.Tensor) -> torch.Tensor:
         """Average ``grads`` in place; returns the mean loss over learners."""
@@ -80,15 +79,6 @@ class GradSync:
         y = x.detach().clone()
         dist.all_reduce(y, op=dist.ReduceOp.MAX, group=self.group)
         return y
-
-    def broadcast_(self, tensors: list[torch.Tensor], src: int = 0) -> None:
-        """Overwrite ``tensors`` with rank ``src``'s (e.g. to start from identical weights)."""
-        for t in tensors:
-            dist.broadcast(t, src, group=self.group)
-
-    def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
 
 
 def _group_member(rank: int, world: int, port: int, fn, args: tuple, out) -> None:
