@@ -15,18 +15,22 @@ discount ``g = gamma^m`` (0 at a termination), importance weights ``w``:
     L = \\frac{1}{B}\\sum_i w_i \\, \\mathrm{Huber}(Q_\\theta(s_i, a_i) - y_i)
 
 and ``|Q(s, a) - y|`` becomes the new priority. Everything runs on the device; the
-metrics are accumulated there and read once per log interval (DESIGN.md, rule 2).
+metrics are accumulated there and read once per log interval (docs/ARCHITECTURE.md, rule 2).
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
+from rlamd.graphs import GraphStep, resolve_graph_mode
 from rlamd.precision import Precision, make_optimizer
+from rlamd.profiling import span
 from rlamd.replay import ReplayBatch
 
 from .networks import QNetwork
@@ -38,8 +42,9 @@ __all__ = ["DQN", "DQNConfig"]
 class DQNConfig:
     """DQN settings. Defaults are for Atari; `rlamd.train` presets adjust them per env family."""
 
-    buffer_size: int = 1_000_000
-    """Replay capacity in transitions (Mnih et al. 2015; CleanRL dqn_atari)."""
+    buffer_size: int | None = 1_000_000
+    """Replay capacity in transitions (Mnih et al. 2015; CleanRL dqn_atari); None: what fits in
+    memory."""
     batch_size: int = 32
     """Transitions per update (Mnih et al. 2015)."""
     lr: float = 1e-4
@@ -67,7 +72,8 @@ class DQNConfig:
     eval_epsilon: float = 0.05
     """Epsilon when evaluating (Mnih et al. 2015)."""
     double_q: bool = True
-    """Choose next actions with the online net, value them with the target (van Hasselt et al. 2016)."""
+    """Choose next actions with the online net, value them with the target (van Hasselt et al.
+    2016)."""
     dueling: bool = True
     """Dueling value/advantage head (Wang et al. 2016)."""
     prioritized: bool = True
@@ -88,8 +94,9 @@ class DQNConfig:
     """MLP sizes for vector observations (pixels use the Nature CNN)."""
 
     def __post_init__(self) -> None:
+        if self.buffer_size is not None and self.buffer_size < 1:
+            raise ValueError(f"buffer_size={self.buffer_size}; accepted: an integer >= 1, or auto")
         positive = (
-            "buffer_size",
             "batch_size",
             "n_step",
             "train_frequency",
@@ -98,8 +105,17 @@ class DQNConfig:
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: an integer >= 1")
-        for name in ("gamma", "tau", "eps_start", "eps_end", "exploration_fraction", "eval_epsilon",
-                     "alpha", "beta_start", "beta_end"):  # fmt: skip
+        for name in (
+            "gamma",
+            "tau",
+            "eps_start",
+            "eps_end",
+            "exploration_fraction",
+            "eval_epsilon",
+            "alpha",
+            "beta_start",
+            "beta_end",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
         if self.tau == 0.0:
@@ -124,6 +140,17 @@ class DQNConfig:
 class DQN:
     """The DQN learner and its epsilon-greedy policy (inject the device and precision).
 
+    Two ways to learn, numerically the same:
+
+    * :meth:`update` takes a sampled batch (the Ray learners, tests);
+    * :meth:`learn` runs the whole learn step (sample, update, target sync, priority
+      write) as one :class:`rlamd.graphs.GraphStep`: captured into one CUDA/HIP graph on a
+      GPU, eager on the CPU. Every per-step scalar it needs (beta, the update counter
+      that decides the target sync) lives in a device tensor the step reads.
+
+    :meth:`act` is captured the same way (one graph per observation batch shape, epsilon
+    in a device tensor, the agent's generator on the device).
+
     Args:
         cfg: settings.
         obs_shape: one observation's shape (``(4, 84, 84)`` uint8 for Atari).
@@ -132,7 +159,13 @@ class DQN:
         precision: the clamped mixed-precision helper.
         seed: seeds the agent's own generator (exploration).
         compile: wrap the network in ``torch.compile``.
+        graph: ``auto`` (capture on GPUs, never on the CPU), ``on`` or ``off``
+            (see :func:`rlamd.graphs.resolve_graph_mode`).
+        log: where a failed capture reports why, once (default: a logging warning).
     """
+
+    _MAX_ACT_GRAPHS = 4
+    """Observation batch shapes with their own acting graph (training, evaluation, ...)."""
 
     def __init__(
         self,
@@ -144,15 +177,21 @@ class DQN:
         *,
         seed: int = 0,
         compile: bool = False,
+        graph: str = "auto",
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.cfg, self.device, self.precision = cfg, device, precision
         self.num_actions = num_actions
+        self.graph_mode, self._log = graph, log
+        self._capture = resolve_graph_mode(graph, device)
         self.q = QNetwork(obs_shape, num_actions, dueling=cfg.dueling, hidden=cfg.hidden).to(device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.policy_net = self.q
         """The acting network (what Ray rollout actors copy)."""
         self.params = list(self.q.parameters())
-        self.optimizer = make_optimizer(self.params, cfg.lr, cfg.adam_eps, device)
+        self.optimizer = make_optimizer(
+            self.params, cfg.lr, cfg.adam_eps, device, capturable=self._capture
+        )
         self._q_fn = torch.compile(self.q) if compile else self.q
         self._target_fn = torch.compile(self.target) if compile else self.target
         self.generator = torch.Generator(device=device)
@@ -163,11 +202,50 @@ class DQN:
         statistics and gradients are then taken over all learners' batches."""
         # [loss, mean Q, |TD|, grad norm, updates] summed since the last read.
         self._stats = torch.zeros(5, device=device)
+        # Per-step scalars the captured steps read (changed in place, never rebound).
+        self._updates_t = torch.zeros((), dtype=torch.long, device=device)
+        self._epsilon = torch.ones((), device=device)
+        self._epsilon_value: float | None = None
+        self._beta = torch.full((), cfg.beta_start, device=device)
+        self._beta_value = cfg.beta_start
+        self._learn_step: GraphStep | None = None
+        self._learn_key: tuple[int, int] | None = None
+        self._act_steps: dict[tuple, tuple[torch.Tensor, GraphStep]] = {}
 
     # ------------------------------------------------------------------ acting
+    def act(self, obs: torch.Tensor, epsilon: float | torch.Tensor) -> torch.Tensor:
+        """Epsilon-greedy actions for a batch of observations, on the device.
+
+        With graphs on, the result is a buffer the next call with the same batch shape
+        overwrites: use it (or copy it) before acting again.
+        """
+        if not self._capture or isinstance(epsilon, torch.Tensor):
+            return self._act_body(obs, epsilon)
+        key = (tuple(obs.shape), obs.dtype)
+        entry = self._act_steps.get(key)
+        if entry is None:
+            if len(self._act_steps) >= self._MAX_ACT_GRAPHS:
+                return self._act_body(obs, epsilon)
+            static = torch.empty_like(obs)
+            step = GraphStep(
+                lambda: self._act_body(static, self._epsilon),
+                self.device,
+                mode=self.graph_mode,
+                name=f"dqn act {tuple(obs.shape)}",
+                generators=[self.generator],
+                log=self._log,
+            )
+            entry = self._act_steps[key] = (static, step)
+        static, step = entry
+        static.copy_(obs)
+        if epsilon != self._epsilon_value:  # one small launch only when it changes
+            self._epsilon.fill_(epsilon)
+            self._epsilon_value = epsilon
+        return step()
+
     @torch.no_grad()
-    def act(self, obs: torch.Tensor, epsilon: float) -> torch.Tensor:
-        """Epsilon-greedy actions for a batch of observations, on the device."""
+    def _act_body(self, obs: torch.Tensor, epsilon: float | torch.Tensor) -> torch.Tensor:
+        """Epsilon-greedy on a batch; ``epsilon`` a float or a 0-d device tensor."""
         with self.precision.autocast():
             greedy = self._q_fn(obs).argmax(1)
         n = obs.shape[0]
@@ -180,6 +258,71 @@ class DQN:
     # ------------------------------------------------------------------ learning
     def update(self, batch: ReplayBatch) -> torch.Tensor:
         """One clamped update; returns |TD error| per row (the new priorities)."""
+        td_abs = self._update_core(batch)
+        self.updates += 1
+        self._updates_t += 1
+        self._sync_target()
+        return td_abs
+
+    def learn(self, buffer: Any, batch_size: int, beta: float | None = None) -> torch.Tensor:
+        """One whole learn step: sample ``batch_size`` from ``buffer``, update, sync the
+        target when due, write the new priorities (prioritized buffers).
+
+        Captured into one graph on a GPU (see the class docstring). The buffer must keep
+        its storage and generator for as long as the agent learns from it (a new buffer
+        or batch size starts a new graph).
+
+        Args:
+            buffer: a ``ReplayBuffer`` or ``PrioritizedReplayBuffer`` on this device.
+            batch_size: transitions per update.
+            beta: importance-sampling exponent for this step (prioritized buffers);
+                ``None`` keeps the last one.
+
+        Returns:
+            |TD error| per sampled row (with graphs on, a buffer the next step overwrites).
+        """
+        if beta is not None and beta != self._beta_value:
+            self._beta.fill_(beta)
+            self._beta_value = beta
+        key = (id(buffer), batch_size)
+        if self._learn_step is None or self._learn_key != key:
+            prioritized = hasattr(buffer, "update_priorities")
+            self._learn_step = GraphStep(
+                lambda: self._learn_body(buffer, batch_size, prioritized),
+                self.device,
+                # Gradients all-reduced between learners are not captured (yet).
+                mode=self.graph_mode if self.sync is None else "off",
+                name="dqn learn",
+                generators=[buffer.generator],
+                log=self._log,
+            )
+            self._learn_key = key
+        td = self._learn_step()
+        self.updates += 1
+        return td
+
+    def _learn_body(self, buffer: Any, batch_size: int, prioritized: bool) -> torch.Tensor:
+        """The capturable learn step: no host sync, no Python branch on device values."""
+        # Profiler ranges show in eager runs; a captured graph is one range (the caller's).
+        with span("sample"):
+            if prioritized:
+                # On the CPU a float costs nothing and suits every replay backend (numba
+                # takes no tensors); on a GPU beta must be the tensor the graph reads.
+                beta = self._beta if self.device.type == "cuda" else self._beta_value
+                batch = buffer.sample(batch_size, beta=beta)
+            else:
+                batch = buffer.sample(batch_size)
+        with span("update"):
+            td_abs = self._update_core(batch)
+            self._updates_t += 1
+            self._blend_target()
+        if prioritized:
+            with span("priorities"):
+                buffer.update_priorities(batch.indices, td_abs)
+        return td_abs
+
+    def _update_core(self, batch: ReplayBatch) -> torch.Tensor:
+        """Loss, clamped optimizer step and metrics, all on the device; |TD| per row."""
         with self.precision.autocast():
             q_all = self._q_fn(batch.obs)
             with torch.no_grad():
@@ -200,21 +343,42 @@ class DQN:
         weights = batch.weights / (wmax if self.sync is None else self.sync.max(wmax))
         loss = (weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
         self.precision.step(loss, self.optimizer, self.params)
-        self.updates += 1
-        self._sync_target()
         td_abs = td.detach().abs()
         self._stats += torch.stack(
-            [loss.detach(), q.detach().mean(), td_abs.mean(), self.precision.last_grad_norm.float(),
-             torch.ones((), device=self.device)]
-        )  # fmt: skip
+            [
+                loss.detach(),
+                q.detach().mean(),
+                td_abs.mean(),
+                self.precision.last_grad_norm.float(),
+                torch.ones((), device=self.device),
+            ]
+        )
         return td_abs
 
     @torch.no_grad()
     def _sync_target(self) -> None:
+        """Eager target update, decided on the host counter (no work between syncs)."""
         if self.cfg.tau < 1.0:
             torch._foreach_lerp_(list(self.target.parameters()), self.params, self.cfg.tau)
         elif self.updates % self.cfg.target_update_interval == 0:
             self.target.load_state_dict(self.q.state_dict())
+
+    @torch.no_grad()
+    def _blend_target(self) -> None:
+        """Capturable target update: a lerp whose weight the device counter decides.
+
+        Hard updates blend with weight 1 on sync updates (lerp returns ``end`` exactly at
+        weight 1 and ``self`` exactly at 0, so this equals a copy) and 0 otherwise: one
+        pass over the parameters per update, which on a GPU is a few microseconds.
+        """
+        target = list(self.target.parameters())
+        if self.cfg.tau < 1.0:
+            torch._foreach_lerp_(target, self.params, self.cfg.tau)
+            return
+        due = torch.eq(torch.remainder(self._updates_t, self.cfg.target_update_interval), 0)
+        weight = due.to(self.params[0].dtype)
+        # The list overload takes device weights (the scalar one would read it on the host).
+        torch._foreach_lerp_(target, self.params, [weight] * len(target))
 
     def read_metrics(self) -> dict[str, float]:
         """Means since the last read (one host sync; call once per log interval)."""
@@ -222,9 +386,28 @@ class DQN:
         self._stats.zero_()
         out = {"losses/skipped_updates": float(self.precision.skipped.item())}
         if n:
-            out.update({"losses/td_loss": loss / n, "losses/q_values": q / n,
-                        "losses/td_abs": td / n, "losses/grad_norm": gn / n})  # fmt: skip
+            out.update(
+                {
+                    "losses/td_loss": loss / n,
+                    "losses/q_values": q / n,
+                    "losses/td_abs": td / n,
+                    "losses/grad_norm": gn / n,
+                }
+            )
         return out
+
+    @property
+    def graph_status(self) -> dict[str, str]:
+        """For logs: which steps replay a graph, and why the others run eagerly."""
+        steps = {"learn": self._learn_step} | {
+            f"act{list(k[0])}": s for k, (_, s) in self._act_steps.items()
+        }
+        return {
+            name: "graph"
+            if s is not None and s.captured
+            else f"eager ({s.why_eager if s else 'not run yet'})"
+            for name, s in steps.items()
+        }
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
@@ -238,9 +421,18 @@ class DQN:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore; captured steps are dropped (the optimizer state is new tensors) and
+        re-captured on their next call."""
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if self._capture:  # keep the learning rate a device tensor (capturable Adam)
+            for group in self.optimizer.param_groups:
+                if not isinstance(group["lr"], torch.Tensor):
+                    group["lr"] = torch.tensor(group["lr"], device=self.device)
         self.precision.load_state_dict(state["precision"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
+        self._updates_t.fill_(self.updates)
+        self._learn_step, self._learn_key = None, None
+        self._act_steps.clear()

@@ -1,6 +1,6 @@
-"""Networks shared by the agents: Nature CNN for pixels, an MLP for vectors, Q heads.
+"""Networks shared by the agents: Nature CNN, MLP, Q heads and PPO's actor-critic.
 
-Pixels arrive as ``uint8`` and are scaled to [0, 1] inside the first layer (DESIGN.md,
+Pixels arrive as ``uint8`` and are scaled to [0, 1] inside the first layer (docs/ARCHITECTURE.md,
 rule 3), so the replay and rollout buffers never hold float frames.
 """
 
@@ -12,7 +12,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["MLP", "NatureCNN", "QNetwork", "fp32_head", "is_image", "make_torso", "scale_pixels"]
+__all__ = [
+    "MLP",
+    "ActorCritic",
+    "NatureCNN",
+    "QNetwork",
+    "fp32_head",
+    "is_image",
+    "make_torso",
+    "scale_pixels",
+]
 
 
 def _input_dtype(obs: torch.Tensor) -> torch.dtype:
@@ -47,15 +56,19 @@ class NatureCNN(nn.Module):
     save a full pass over the largest activations.
     """
 
-    def __init__(self, in_channels: int = 4, features: int = 512, input_hw: tuple[int, int] = (84, 84)) -> None:  # fmt: skip
+    def __init__(
+        self, in_channels: int = 4, features: int = 512, input_hw: tuple[int, int] = (84, 84)
+    ) -> None:
         super().__init__()
         self.conv1 = nn.Conv2d(in_channels, 32, 8, stride=4)
         self.rest = nn.Sequential(
             nn.ReLU(inplace=True),
-            nn.Conv2d(32, 64, 4, stride=2), nn.ReLU(inplace=True),
-            nn.Conv2d(64, 64, 3, stride=1), nn.ReLU(inplace=True),
+            nn.Conv2d(32, 64, 4, stride=2),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(64, 64, 3, stride=1),
+            nn.ReLU(inplace=True),
             nn.Flatten(),
-        )  # fmt: skip
+        )
         with torch.no_grad():
             flat = self.rest(self.conv1(torch.zeros(1, in_channels, *input_hw))).shape[1]
         self.fc = nn.Sequential(nn.Linear(flat, features), nn.ReLU(inplace=True))
@@ -109,8 +122,14 @@ class QNetwork(nn.Module):
     .. math:: Q(s, a) = V(s) + A(s, a) - \\frac{1}{|A|} \\sum_{a'} A(s, a')
     """
 
-    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, *, dueling: bool = True,
-                 hidden: tuple[int, ...] = (128, 128)) -> None:  # fmt: skip
+    def __init__(
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        *,
+        dueling: bool = True,
+        hidden: tuple[int, ...] = (128, 128),
+    ) -> None:
         super().__init__()
         self.torso = make_torso(obs_shape, hidden)
         f = self.torso.out_features
@@ -127,3 +146,40 @@ class QNetwork(nn.Module):
             return fp32_head(self.q, h)
         adv = fp32_head(self.advantage, h)
         return fp32_head(self.value, h) + adv - adv.mean(dim=1, keepdim=True)
+
+
+def _orthogonal(layer: nn.Module, gain: float) -> None:
+    if isinstance(layer, (nn.Linear, nn.Conv2d)):
+        nn.init.orthogonal_(layer.weight, gain)
+        nn.init.zeros_(layer.bias)
+
+
+class ActorCritic(nn.Module):
+    """Policy logits and a value, orthogonally initialised (Huang et al. 2022).
+
+    Pixels: one shared Nature CNN under both heads (Mnih et al. 2016's A3C layout, as
+    in CleanRL's ppo_atari). Vectors: separate tanh MLPs for the actor and the critic
+    (CleanRL's ppo; Andrychowicz et al. 2021 found tanh and separate networks better on
+    such tasks).
+    """
+
+    def __init__(
+        self, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...] = (64, 64)
+    ) -> None:
+        super().__init__()
+        self.torso = make_torso(obs_shape, hidden, activation="tanh")
+        self.critic_torso = (
+            None if is_image(obs_shape) else make_torso(obs_shape, hidden, activation="tanh")
+        )
+        for torso in (self.torso, self.critic_torso):
+            if torso is not None:
+                torso.apply(lambda m: _orthogonal(m, math.sqrt(2)))
+        self.policy = nn.Linear(self.torso.out_features, num_actions)
+        self.value = nn.Linear(self.torso.out_features, 1)
+        _orthogonal(self.policy, 0.01)
+        _orthogonal(self.value, 1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.torso(obs)
+        hv = h if self.critic_torso is None else self.critic_torso(obs)
+        return fp32_head(self.policy, h), fp32_head(self.value, hv).squeeze(-1)

@@ -12,24 +12,22 @@ With ratio :math:`\\rho = \\pi_\\theta(a|s) / \\pi_{old}(a|s)` and normalised ad
         + c_v \\tfrac12 \\mathbb{E}[\\max((V - R)^2, (V_{old} + \\mathrm{clip}(V - V_{old}, \\pm\\epsilon) - R)^2)]
         - c_e \\mathbb{E}[H(\\pi_\\theta(\\cdot|s))]
 
-GAE with episode ends inside the rollout: :math:`\\delta_t = r_t + \\gamma V'_t - V(s_t)`,
-:math:`A_t = \\delta_t + \\gamma\\lambda (1 - e_t) A_{t+1}`, where :math:`e_t` marks an
-episode end at t and :math:`V'_t` is 0 after a termination, :math:`V(\\text{final obs})`
-after a truncation (bootstrapped), and :math:`V(s_{t+1})` otherwise.
+GAE with episode ends inside the rollout, and the rollout storage itself, live in
+:mod:`rlamd.agents.rollout`; the actor-critic network in :mod:`rlamd.agents.networks`.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import torch
-from torch import nn
 
-from rlamd.precision import Precision
+from rlamd.graphs import GraphStep, resolve_graph_mode
+from rlamd.precision import Precision, set_lr
 
-from .networks import fp32_head, is_image, make_torso
+from .networks import ActorCritic
+from .rollout import PPORows, Rollout, compute_gae
 
 __all__ = ["PPO", "ActorCritic", "PPOConfig", "PPORows", "Rollout", "compute_gae"]
 
@@ -86,141 +84,126 @@ class PPOConfig:
             raise ValueError(f"target_kl={self.target_kl}; accepted: a number > 0 or none")
 
 
-def _orthogonal(layer: nn.Module, gain: float) -> None:
-    if isinstance(layer, (nn.Linear, nn.Conv2d)):
-        nn.init.orthogonal_(layer.weight, gain)
-        nn.init.zeros_(layer.bias)
+class _StaticRows:
+    """Device buffers a captured PPO minibatch step reads: the training rows, the epoch's
+    permutation, the minibatch counter and the epoch's summed approximate KL."""
 
+    def __init__(self, rows: PPORows, num_minibatches: int) -> None:
+        self.columns: list[torch.Tensor] = list(rows)
+        self._shapes = [(c.shape, c.dtype) for c in rows]
+        self._owned: list[torch.Tensor] | None = None
+        B = rows.actions.shape[0]
+        self.rows, self.num_minibatches, self.mb = B, num_minibatches, B // num_minibatches
+        device = rows.actions.device
+        self.perm = torch.zeros(B, dtype=torch.long, device=device)
+        self.counter = torch.zeros((), dtype=torch.long, device=device)
+        self.kl_sum = torch.zeros((), device=device)
 
-class ActorCritic(nn.Module):
-    """Policy logits and a value, orthogonally initialised (Huang et al. 2022).
+    def matches(self, rows: PPORows) -> bool:
+        return self._shapes == [(c.shape, c.dtype) for c in rows]
 
-    Pixels: one shared Nature CNN under both heads (Mnih et al. 2016's A3C layout, as
-    in CleanRL's ppo_atari). Vectors: separate tanh MLPs for the actor and the critic
-    (CleanRL's ppo; Andrychowicz et al. 2021 found tanh and separate networks better on
-    such tasks).
-    """
-
-    def __init__(self, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...] = (64, 64)) -> None:  # fmt: skip
-        super().__init__()
-        self.torso = make_torso(obs_shape, hidden, activation="tanh")
-        self.critic_torso = (
-            None if is_image(obs_shape) else make_torso(obs_shape, hidden, activation="tanh")
-        )
-        for torso in (self.torso, self.critic_torso):
-            if torso is not None:
-                torso.apply(lambda m: _orthogonal(m, math.sqrt(2)))
-        self.policy = nn.Linear(self.torso.out_features, num_actions)
-        self.value = nn.Linear(self.torso.out_features, 1)
-        _orthogonal(self.policy, 0.01)
-        _orthogonal(self.value, 1.0)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.torso(obs)
-        hv = h if self.critic_torso is None else self.critic_torso(obs)
-        return fp32_head(self.policy, h), fp32_head(self.value, hv).squeeze(-1)
-
-
-@torch.no_grad()
-def compute_gae(
-    rewards: torch.Tensor,
-    values: torch.Tensor,
-    ended: torch.Tensor,
-    next_values: torch.Tensor,
-    gamma: float,
-    lam: float,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Advantages and returns for ``(T, N)`` tensors, on their device.
-
-    Args:
-        rewards: r_t.
-        values: V(s_t).
-        ended: 1 where the episode (for learning) ended at t, terminated or truncated.
-        next_values: V'_t, the value to bootstrap from after step t (see module docstring).
-    """
-    T = rewards.shape[0]
-    adv = torch.zeros_like(rewards)
-    last = torch.zeros_like(rewards[0])
-    keep = 1.0 - ended.float()
-    for t in range(T - 1, -1, -1):
-        delta = rewards[t] + gamma * next_values[t] - values[t]
-        last = delta + gamma * lam * keep[t] * last
-        adv[t] = last
-    return adv, adv + values
-
-
-class PPORows(NamedTuple):
-    """Flat training rows of one or more rollouts (``B`` rows each), GAE included."""
-
-    obs: torch.Tensor
-    actions: torch.Tensor
-    logprobs: torch.Tensor
-    """log pi_old(a|s) when acting."""
-    values: torch.Tensor
-    """V_old(s) when acting."""
-    advantages: torch.Tensor
-    returns: torch.Tensor
-
-    @classmethod
-    def cat(cls, parts: list[PPORows], device: torch.device) -> PPORows:
-        """Several actors' rows as one batch on ``device``."""
-        return cls(*(torch.cat(column).to(device) for column in zip(*parts, strict=True)))
-
-
-class Rollout:
-    """Preallocated device storage for ``num_steps`` x ``num_envs`` transitions.
-
-    Observations stay in their env dtype (uint8 for Atari) until the network.
-    """
-
-    def __init__(self, num_steps: int, num_envs: int, obs_shape: tuple[int, ...], obs_dtype: torch.dtype,
-                 device: torch.device) -> None:  # fmt: skip
-        T, N = num_steps, num_envs
-        self.obs = torch.zeros((T, N, *obs_shape), dtype=obs_dtype, device=device)
-        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
-        self.logprobs = torch.zeros((T, N), device=device)
-        self.values = torch.zeros((T, N), device=device)
-        self.rewards = torch.zeros((T, N), device=device)
-        self.terminated = torch.zeros((T, N), device=device)
-        self.ended = torch.zeros((T, N), device=device)
-        self.bootstrap = torch.zeros((T, N), device=device)  # V(final obs) where truncated
-        self.num_steps, self.num_envs = T, N
-
-    def next_values(self, last_value: torch.Tensor) -> torch.Tensor:
-        """V'_t: V(s_{t+1}) inside an episode, V(final obs) after a truncation, 0 after a termination."""
-        following = torch.cat([self.values[1:], last_value[None]], 0)
-        after_end = self.bootstrap * (1.0 - self.terminated)
-        return torch.where(self.ended > 0, after_end, following)
+    def load(self, rows: PPORows, static: bool) -> None:
+        """Take ``rows``: copied into owned buffers when a captured step reads them
+        (``static``), else only referenced (an eager step re-reads the columns each call)."""
+        if not static:
+            self.columns = list(rows)
+            return
+        if self._owned is None:
+            self._owned = [torch.empty_like(c) for c in rows]
+        self.columns = self._owned
+        for dst, src in zip(self.columns, rows, strict=True):
+            dst.copy_(src)
 
 
 class PPO:
-    """The PPO learner and its stochastic policy (inject the device and precision)."""
+    """The PPO learner and its stochastic policy (inject the device and precision).
 
-    def __init__(self, cfg: PPOConfig, obs_shape: tuple[int, ...], num_actions: int, device: torch.device,
-                 precision: Precision, *, seed: int = 0, compile: bool = False) -> None:  # fmt: skip
+    With graphs on (``graph="auto"`` on a GPU) each minibatch update is one replay of a
+    captured CUDA/HIP graph over static row buffers, and acting on N envs is one replay
+    per env step; the learning rate lives in a device tensor (capturable Adam). On the
+    CPU the same step functions run eagerly.
+
+    Args:
+        cfg, obs_shape, num_actions, device, precision, seed, compile: as for
+            :class:`rlamd.agents.dqn.DQN`.
+        graph: ``auto``, ``on`` or ``off`` (see :func:`rlamd.graphs.resolve_graph_mode`).
+        log: where a failed capture reports why, once.
+    """
+
+    _MAX_ACT_GRAPHS = 4
+
+    def __init__(
+        self,
+        cfg: PPOConfig,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        device: torch.device,
+        precision: Precision,
+        *,
+        seed: int = 0,
+        compile: bool = False,
+        graph: str = "auto",
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         from rlamd.precision import make_optimizer
 
         self.cfg, self.device, self.precision = cfg, device, precision
+        self.graph_mode, self._log = graph, log
+        self._capture = resolve_graph_mode(graph, device)
         self.net = ActorCritic(obs_shape, num_actions, cfg.hidden).to(device)
         self.policy_net = self.net
         """The acting network (what Ray rollout actors copy)."""
         self._net_fn = torch.compile(self.net) if compile else self.net
         self.params = list(self.net.parameters())
-        self.optimizer = make_optimizer(self.params, cfg.lr, cfg.adam_eps, device)
+        self.optimizer = make_optimizer(
+            self.params, cfg.lr, cfg.adam_eps, device, capturable=self._capture
+        )
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
         self.updates = 0
         self.sync = None
         """Set by a distributed learner (:class:`rlamd.distributed.GradSync`)."""
-        # [policy loss, value loss, entropy, approx KL, clip fraction, grad norm, minibatches, explained var, rollouts]
+        # [policy loss, value loss, entropy, approx KL, clip fraction, grad norm, minibatches,
+        #  explained var, rollouts]
         self._stats = torch.zeros(9, device=device)
+        self._static: _StaticRows | None = None
+        self._mb_step: GraphStep | None = None
+        self._act_steps: dict[tuple, tuple[torch.Tensor, GraphStep]] = {}
 
     # ------------------------------------------------------------------ acting
-    @torch.no_grad()
     def act(
         self, obs: torch.Tensor, greedy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actions, their log-probabilities and the values, for a batch, on the device."""
+        """Actions, their log-probabilities and the values, for a batch, on the device.
+
+        With graphs on, the results are buffers the next call with the same batch shape
+        and ``greedy`` overwrites: use (or copy) them before acting again.
+        """
+        if not self._capture:
+            return self._act_body(obs, greedy)
+        key = (tuple(obs.shape), obs.dtype, greedy)
+        entry = self._act_steps.get(key)
+        if entry is None:
+            if len(self._act_steps) >= self._MAX_ACT_GRAPHS:
+                return self._act_body(obs, greedy)
+            static = torch.empty_like(obs)
+            step = GraphStep(
+                lambda: self._act_body(static, greedy),
+                self.device,
+                mode=self.graph_mode,
+                name=f"ppo act {tuple(obs.shape)}",
+                generators=[self.generator],
+                log=self._log,
+            )
+            entry = self._act_steps[key] = (static, step)
+        static, step = entry
+        static.copy_(obs)
+        return step()
+
+    @torch.no_grad()
+    def _act_body(
+        self, obs: torch.Tensor, greedy: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         with self.precision.autocast():
             logits, value = self._net_fn(obs)
         if greedy:
@@ -245,10 +228,10 @@ class PPO:
 
     # ------------------------------------------------------------------ learning
     def set_progress(self, frac_done: float) -> None:
-        """Anneal the learning rate linearly to 0 as the run progresses."""
+        """Anneal the learning rate linearly to 0 as the run progresses (in place where
+        it is a device tensor that captured steps read)."""
         if self.cfg.anneal_lr:
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.cfg.lr * max(0.0, 1.0 - frac_done)
+            set_lr(self.optimizer, self.cfg.lr * max(0.0, 1.0 - frac_done))
 
     def update(self, ro: Rollout, last_value: torch.Tensor) -> None:
         """GAE on the rollout, then ``update_epochs`` passes of shuffled minibatches."""
@@ -265,8 +248,14 @@ class PPO:
             ro.rewards, ro.values, ro.ended, ro.next_values(last_value), cfg.gamma, cfg.gae_lambda
         )
         B = ro.num_steps * ro.num_envs
-        return PPORows(ro.obs.reshape(B, *ro.obs.shape[2:]), ro.actions.reshape(B), ro.logprobs.reshape(B),
-                       ro.values.reshape(B), adv.reshape(B), ret.reshape(B))  # fmt: skip
+        return PPORows(
+            ro.obs.reshape(B, *ro.obs.shape[2:]),
+            ro.actions.reshape(B),
+            ro.logprobs.reshape(B),
+            ro.values.reshape(B),
+            adv.reshape(B),
+            ret.reshape(B),
+        )
 
     def learn(self, rows: PPORows) -> None:
         """``update_epochs`` passes of shuffled minibatches over ``rows`` (see :meth:`flatten`).
@@ -274,6 +263,8 @@ class PPO:
         With several learners (``self.sync`` set) each holds its share of the rows and
         takes the same share of every minibatch; the early stop on ``target_kl`` is
         decided on the mean over all learners, so all of them run the same updates.
+        Without, the minibatch update is a :class:`rlamd.graphs.GraphStep` (one graph
+        replay per minibatch on a GPU); both ways draw the same permutations.
         """
         cfg = self.cfg
         obs, actions, old_lp, old_v, adv, ret = rows
@@ -283,22 +274,67 @@ class PPO:
             raise ValueError(
                 f"{B} rows cannot make ppo.num_minibatches={cfg.num_minibatches} minibatches"
             )
-        for _epoch in range(cfg.update_epochs):
-            perm = torch.randperm(B, generator=self.generator, device=self.device)
-            kl_sum = torch.zeros((), device=self.device)
-            for start in range(0, mb * cfg.num_minibatches, mb):
-                idx = perm[start : start + mb]
-                kl_sum += self._minibatch(
-                    obs[idx], actions[idx], old_lp[idx], old_v[idx], adv[idx], ret[idx]
-                )
-            if cfg.target_kl is not None:
-                kl = kl_sum / cfg.num_minibatches
-                if float(kl if self.sync is None else self.sync.mean(kl)) > cfg.target_kl:
-                    break
+        if self.sync is None:
+            self._learn_static(rows)
+        else:
+            for _epoch in range(cfg.update_epochs):
+                perm = torch.randperm(B, generator=self.generator, device=self.device)
+                kl_sum = torch.zeros((), device=self.device)
+                for start in range(0, mb * cfg.num_minibatches, mb):
+                    idx = perm[start : start + mb]
+                    kl_sum += self._minibatch(
+                        obs[idx], actions[idx], old_lp[idx], old_v[idx], adv[idx], ret[idx]
+                    )
+                    self.updates += 1
+                if cfg.target_kl is not None:
+                    kl = kl_sum / cfg.num_minibatches
+                    if float(self.sync.mean(kl)) > cfg.target_kl:
+                        break
         var_y = ret.var()
         explained = torch.where(var_y > 0, 1 - (ret - old_v).var() / var_y, torch.zeros_like(var_y))
         self._stats[7] += explained
         self._stats[8] += 1
+
+    def _learn_static(self, rows: PPORows) -> None:
+        """The single-learner epochs over static buffers, one minibatch step at a time."""
+        cfg = self.cfg
+        st = self._static
+        if st is None or not st.matches(rows):
+            st = self._static = _StaticRows(rows, cfg.num_minibatches)
+            self._mb_step = GraphStep(
+                self._minibatch_step,
+                self.device,
+                mode=self.graph_mode,
+                name="ppo minibatch",
+                log=self._log,
+            )
+        assert self._mb_step is not None
+        st.load(rows, static=self._mb_step.capture)
+        for _epoch in range(cfg.update_epochs):
+            torch.randperm(st.rows, generator=self.generator, device=self.device, out=st.perm)
+            st.counter.zero_()
+            st.kl_sum.zero_()
+            for _ in range(cfg.num_minibatches):
+                self._mb_step()
+                self.updates += 1
+            if cfg.target_kl is not None:  # one host sync per epoch, as documented
+                if float(st.kl_sum / cfg.num_minibatches) > cfg.target_kl:
+                    break
+
+    def _minibatch_step(self) -> None:
+        """The capturable minibatch update: rows ``perm[counter*mb : (counter+1)*mb]``
+        gathered on the device (``index_select``, no host read of the counter)."""
+        st = self._static
+        assert st is not None
+        idx = (
+            st.perm[: st.num_minibatches * st.mb]
+            .view(st.num_minibatches, st.mb)
+            .index_select(0, st.counter.view(1))
+            .view(-1)
+        )
+        cols = [c.index_select(0, idx) for c in st.columns]
+        st.kl_sum += self._minibatch(*cols)
+        st.counter += 1
 
     def _normalise(self, adv: torch.Tensor) -> torch.Tensor:
         """Advantages scaled to mean 0 and (unbiased) std 1 over the whole minibatch,
@@ -311,6 +347,7 @@ class PPO:
         return (adv - mean) / (var.sqrt() + 1e-8)
 
     def _minibatch(self, obs, actions, old_lp, old_v, adv, ret) -> torch.Tensor:
+        """One clamped update on a minibatch (device work only; callers count updates)."""
         cfg = self.cfg
         with self.precision.autocast():
             logits, value = self._net_fn(obs)
@@ -336,20 +373,38 @@ class PPO:
             v_loss = 0.5 * ((value - ret) ** 2).mean()
         loss = pg_loss - cfg.ent_coef * entropy + cfg.vf_coef * v_loss
         self.precision.step(loss, self.optimizer, self.params)
-        self.updates += 1
-        self._stats[:7] += torch.stack([pg_loss.detach(), v_loss.detach(), entropy.detach(), approx_kl, clipfrac,
-                                        self.precision.last_grad_norm.float(), torch.ones((), device=self.device)])  # fmt: skip
+        self._stats[:7] += torch.stack(
+            [
+                pg_loss.detach(),
+                v_loss.detach(),
+                entropy.detach(),
+                approx_kl,
+                clipfrac,
+                self.precision.last_grad_norm.float(),
+                torch.ones((), device=self.device),
+            ]
+        )
         return approx_kl
 
     def read_metrics(self) -> dict[str, float]:
         """Means since the last read (one host sync; call once per log interval)."""
         pg, vl, ent, kl, cf, gn, n, ev, rollouts = self._stats.tolist()
         self._stats.zero_()
-        out = {"losses/skipped_updates": float(self.precision.skipped.item()),
-               "charts/learning_rate": self.optimizer.param_groups[0]["lr"]}  # fmt: skip
+        out = {
+            "losses/skipped_updates": float(self.precision.skipped.item()),
+            "charts/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+        }
         if n:
-            out.update({"losses/policy_loss": pg / n, "losses/value_loss": vl / n, "losses/entropy": ent / n,
-                        "losses/approx_kl": kl / n, "losses/clipfrac": cf / n, "losses/grad_norm": gn / n})  # fmt: skip
+            out.update(
+                {
+                    "losses/policy_loss": pg / n,
+                    "losses/value_loss": vl / n,
+                    "losses/entropy": ent / n,
+                    "losses/approx_kl": kl / n,
+                    "losses/clipfrac": cf / n,
+                    "losses/grad_norm": gn / n,
+                }
+            )
         if rollouts:
             out["losses/explained_variance"] = ev / rollouts
         return out
@@ -368,5 +423,11 @@ class PPO:
         self.net.load_state_dict(state["net"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.precision.load_state_dict(state["precision"])
+        if self._capture:  # keep the learning rate a device tensor (capturable Adam)
+            for group in self.optimizer.param_groups:
+                if not isinstance(group["lr"], torch.Tensor):
+                    group["lr"] = torch.tensor(group["lr"], device=self.device)
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
+        self._static, self._mb_step = None, None  # re-captured with the restored state
+        self._act_steps.clear()

@@ -48,7 +48,7 @@ class AtariConfig:
     backend: str = "auto"
     """``ale`` (C++ vector env), ``gymnasium`` (Python wrappers) or ``auto``."""
     num_threads: int = 0
-    """Emulator threads for the C++ backend; 0 = min(num_envs, CPU cores)."""
+    """Emulator threads for the C++ backend; 0 = min(num_envs, cores in the affinity mask)."""
 
     def __post_init__(self) -> None:
         if self.backend not in _BACKENDS:
@@ -60,6 +60,11 @@ class AtariConfig:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: an integer >= 1")
         if self.noop_max < 0:
             raise ValueError(f"noop_max={self.noop_max}; accepted: an integer >= 0")
+        if self.num_threads < 0:
+            raise ValueError(
+                f"num_threads={self.num_threads}; accepted: 0 (one per env, up to the cores "
+                "in the affinity mask) or an integer >= 1"
+            )
 
     def for_evaluation(self) -> AtariConfig:
         """The same game as seen by a score table: no clipping, whole games."""
@@ -69,7 +74,7 @@ class AtariConfig:
 def _ale_vector(game: str, num_envs: int, sticky: float, cfg: AtariConfig) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
-    threads = cfg.num_threads or max(1, min(num_envs, os.cpu_count() or 1))
+    threads = cfg.num_threads or min(num_envs, _cores())
     return AtariVectorEnv(
         game,
         num_envs,
@@ -90,6 +95,14 @@ def _ale_vector(game: str, num_envs: int, sticky: float, cfg: AtariConfig) -> gy
         reward_clipping=False,
         use_fire_reset=cfg.fire_reset,
     )
+
+
+def _cores() -> int:
+    """Cores this process may run on (its affinity mask; ale-py itself would count all)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 class _FireOnReset(gym.Wrapper):

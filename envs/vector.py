@@ -45,8 +45,10 @@ class Step(NamedTuple):
 
     def finished(self) -> list[tuple[float, int]]:
         """``(score, length)`` of every episode that ended in this step."""
-        return [(float(self.episode_return[i]), int(self.episode_length[i]))
-                for i in np.flatnonzero(self.done)]  # fmt: skip
+        return [
+            (float(self.episode_return[i]), int(self.episode_length[i]))
+            for i in np.flatnonzero(self.done)
+        ]
 
 
 class VecEnv:
@@ -76,6 +78,7 @@ class VecEnv:
         # without it the ball is never served and the game stalls.
         self.fire_action = fire_action if episodic_life else None
         self._fire_next = np.zeros(self.num_envs, dtype=bool)
+        self._sent = np.zeros(self.num_envs, dtype=np.int64)
 
     @property
     def num_actions(self) -> int:
@@ -97,11 +100,33 @@ class VecEnv:
         lives = info.get("lives")
         return None if lives is None else np.asarray(lives, dtype=np.int64).copy()
 
+    @property
+    def can_overlap(self) -> bool:
+        """Whether :meth:`send` returns before the envs have stepped (ale-py's C++ threads
+        step them while the caller works; gymnasium backends step in :meth:`recv`)."""
+        return hasattr(self.env, "send") and hasattr(self.env, "recv")
+
     def step(self, actions: np.ndarray) -> Step:
+        """Step every env with ``actions`` (``send`` then ``recv``)."""
+        self.send(actions)
+        return self.recv()
+
+    def send(self, actions: np.ndarray) -> None:
+        """Start a step; :meth:`recv` finishes it. Nothing else may touch the env between."""
         actions = np.asarray(actions, dtype=np.int64)
         if self.fire_action is not None and self._fire_next.any():
             actions = np.where(self._fire_next, self.fire_action, actions)
-        obs, reward, terminated, truncated, info = self.env.step(actions)
+        self._sent = actions
+        if self.can_overlap:
+            self.env.send(actions)
+
+    def recv(self) -> Step:
+        """The result of the step :meth:`send` started."""
+        actions = self._sent
+        if self.can_overlap:
+            obs, reward, terminated, truncated, info = self.env.recv()
+        else:
+            obs, reward, terminated, truncated, info = self.env.step(actions)
         reward = np.asarray(reward, dtype=np.float64)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)

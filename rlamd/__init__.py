@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os as _os
 
-from .device import DeviceError, DeviceInfo, describe_device, resolve_device
+from . import threads as _threads
+
+_threads.prepare_env()  # before torch loads: OpenMP reads its wait policy once
+
+from .device import DeviceError, DeviceInfo, describe_device, resolve_device  # noqa: E402
 
 # In a source tree (a clone, or the copy `ray job submit --working-dir` ships to every
 # node) agents/ and envs/ sit beside rlamd/; the installed package maps them to

@@ -50,6 +50,11 @@ def find_checkpoint(run_or_ckpt: str | Path, logdir: str | Path = "runs") -> Pat
     for c in candidates:
         if c.is_file():
             return c
+    if given.is_dir():
+        raise CheckpointError(
+            f"No checkpoint in the folder '{given}': looked for {given / FILENAME}, which does "
+            "not exist (a run writes it at its first --checkpoint-every, on Ctrl-C and at the end)"
+        )
     root = Path(logdir)
     known = sorted(p.parent.name for p in root.glob(f"*/{FILENAME}")) if root.is_dir() else []
     close = difflib.get_close_matches(given.name, known, n=3)
@@ -65,8 +70,16 @@ def find_checkpoint(run_or_ckpt: str | Path, logdir: str | Path = "runs") -> Pat
     )
 
 
-def load_checkpoint(path: str | Path, *, algo: str | None = None) -> dict[str, Any]:
-    """Load and check a checkpoint; raises :class:`CheckpointError` with the reason."""
+def load_checkpoint(
+    path: str | Path,
+    *,
+    algo: str | None = None,
+    advice: str = "resume from another checkpoint or start a new run",
+) -> dict[str, Any]:
+    """Load and check a checkpoint; raises :class:`CheckpointError` with the reason.
+
+    ``advice`` ends the message for an unreadable file (what the caller's user can do).
+    """
     path = Path(path)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
@@ -76,7 +89,7 @@ def load_checkpoint(path: str | Path, *, algo: str | None = None) -> dict[str, A
         raise CheckpointError(
             f"{path} is not a readable rlamd checkpoint ({exc.__class__.__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else 'no detail'}). The file was left "
-            "untouched; resume from another checkpoint or start a new run."
+            f"untouched; {advice}."
         ) from None
     if not isinstance(state, dict) or "rlamd_checkpoint" not in state:
         raise CheckpointError(

@@ -1,4 +1,4 @@
-"""The Collector: steps a vector env with a policy on the device (DESIGN.md data flow).
+"""The Collector: steps a vector env with a policy on the device (docs/ARCHITECTURE.md, data flow).
 
 It owns the env and its current observations, makes the one host round trip per env
 step that the env needs (actions to the host, observations to the device), and hands
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from rlamd.envs import Step, VecEnv
+from rlamd.profiling import span
 
 __all__ = ["Collector"]
 
@@ -30,7 +31,6 @@ class Collector:
     def __init__(self, env: VecEnv, device: torch.device, seed: int) -> None:
         self.env, self.device = env, device
         self.obs = env.reset(seed=seed)
-        self.env_steps = 0
         pin = device.type == "cuda"
         self._staging = torch.empty(self.obs.shape, dtype=torch.from_numpy(self.obs[:1]).dtype)
         if pin:
@@ -55,12 +55,23 @@ class Collector:
         the actions executed (FIRE may be forced after a lost life), which is what a
         replay buffer stores.
         """
-        actions = policy(self.obs_tensor()).cpu().numpy()
-        before = self.obs
-        step = self.env.step(actions)
-        self.obs = step.obs
-        self.env_steps += self.num_envs
-        return before, actions, step
+        self.send(policy)
+        return self.recv()
+
+    def send(self, policy: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Act and start the env step: with ale-py's C++ vector env the envs step on their
+        own threads until :meth:`recv`, so the caller can learn meanwhile."""
+        with span("act"):
+            self._chosen = policy(self.obs_tensor()).cpu().numpy()
+        with span("env"):
+            self.env.send(self._chosen)
+
+    def recv(self) -> tuple[np.ndarray, np.ndarray, Step]:
+        """Finish the step :meth:`send` started: ``(obs_before, chosen, step)`` as :meth:`step`."""
+        with span("env"):
+            step = self.env.recv()
+        before, self.obs = self.obs, step.obs
+        return before, self._chosen, step
 
     def close(self) -> None:
         self.env.close()

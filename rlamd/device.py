@@ -1,4 +1,4 @@
-"""The one place where rlamd decides which device to run on (DESIGN.md, rule 1).
+"""The one place where rlamd decides which device to run on (docs/ARCHITECTURE.md).
 
 A ROCm build of PyTorch keeps the device type ``cuda``: ``torch.version.hip`` is what
 tells ROCm from CUDA. Users copy ``hip`` and ``rocm`` from ROCm guides, so those
@@ -16,22 +16,28 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+
+from rlamd.visibility import RayVisibilityProblem, ray_visibility_problem, visible_devices
 
 __all__ = [
     "DEFAULT_HIP_ALLOC_CONF",
     "DEVICE_HELP",
     "DeviceError",
     "DeviceInfo",
+    "RayVisibilityProblem",
     "TorchQueries",
     "apply_default_alloc_conf",
     "describe_device",
     "parse_device_spec",
+    "ray_learner_device",
+    "ray_visibility_problem",
     "resolve_device",
+    "visible_devices",
 ]
 
 DEFAULT_HIP_ALLOC_CONF = "garbage_collection_threshold:0.6,max_split_size_mb:128"
@@ -310,4 +316,83 @@ def describe_device(device: torch.device | str, *, api: TorchQueries | None = No
         total_memory=None,
         device_count=0,
         bf16=api.cpu_bf16(),
+    )
+
+
+# ---------------------------------------------------------------------- Ray learners
+# How Ray sets the visibility variables, and which settings it refuses: rlamd/visibility.py.
+
+
+def ray_learner_device(
+    device_spec: str,
+    gpu_ids: Sequence[int | str] | None,
+    *,
+    environ: Mapping[str, str] | None = None,
+    api: TorchQueries | None = None,
+) -> str:
+    """The device a Ray learner actor runs on: the torch index of the GPU Ray assigned it.
+
+    Ray narrows each GPU actor's visibility to its GPU(s), so the assigned GPU is usually
+    ``cuda:0``; with ``RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES`` the actor sees more and the
+    index is the GPU's place in the visible list (or its id when nothing narrows it). A learner
+    given several GPUs uses the first. An index in ``device_spec`` is ignored: Ray picks the GPU.
+
+    Args:
+        device_spec: what the driver chose for learners (``cuda``, ``hip``, ``auto``, ``cpu``;
+            see ``rlamd.distributed.config.learner_device_spec``).
+        gpu_ids: ``ray.get_gpu_ids()`` inside the actor; None when not running under Ray,
+            which returns ``device_spec`` unchanged.
+        environ: the actor's environment (default: ``os.environ``).
+        api: torch queries (default: the real torch); only the build (ROCm or not) is read.
+
+    Returns:
+        A spec for :func:`resolve_device`: ``cuda:0``, ``hip:1``, ``cpu``...
+
+    Raises:
+        DeviceError: Ray's visibility variables are set in a way Ray refuses (see
+            :func:`ray_visibility_problem`), a GPU device was asked for but Ray assigned none,
+            or the assigned GPU is not among the visible ones.
+    """
+    if gpu_ids is None:
+        return device_spec
+    api = api or TorchQueries()
+    environ = os.environ if environ is None else environ
+    kind, _ = parse_device_spec(device_spec)
+    if not gpu_ids or kind in ("cpu", "mps"):
+        if kind in ("auto", "cpu", "mps"):
+            return "cpu" if kind == "auto" else kind
+        raise DeviceError(
+            f"The learner was asked to run on '{device_spec}', but Ray assigned it no GPU. Give "
+            "learners a GPU (--gpus-per-learner 1, or a fraction such as 0.5) or use --device cpu."
+        )
+    rocm = api.hip_version() is not None
+    problem = ray_visibility_problem(environ, amd=rocm)
+    if problem:
+        raise DeviceError(f"{problem} {DOCTOR_HINT}")
+    index = _assigned_index(str(gpu_ids[0]).strip(), environ, rocm=rocm)
+    return f"{'cuda' if kind in ('auto', 'gpu') else kind}:{index}"
+
+
+def _assigned_index(first: str, environ: Mapping[str, str], *, rocm: bool) -> int:
+    """The torch index of the GPU Ray assigned (``first`` of ``ray.get_gpu_ids()``).
+
+    Raises:
+        DeviceError: the id cannot be mapped to a visible GPU.
+    """
+    visible = visible_devices(environ, rocm=rocm)
+    if visible is None:
+        if not first.isdigit():
+            raise DeviceError(
+                f"Ray assigned GPU {first!r}, which is not an index, and no visibility variable "
+                "maps it to one; let Ray set HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES (unset "
+                f"RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES). {DOCTOR_HINT}"
+            )
+        return int(first)
+    name, ids = visible
+    if first in ids:
+        return ids.index(first)
+    raise DeviceError(
+        f"Ray assigned this learner GPU {first!r}, but {name}={','.join(ids)!r} does not "
+        f"list it. Do not set {name} inside the job; set it before `ray start` on the node, "
+        f"or not at all, and let Ray assign GPUs. {DOCTOR_HINT}"
     )

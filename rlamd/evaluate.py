@@ -16,8 +16,15 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from PIL import Image
 
-from rlamd.device import DEVICE_HELP
+from rlamd.algos import build_agent, get_algorithm
+from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
+from rlamd.collector import Collector
+from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.envs import AtariConfig, make_env, parse_env_id
+from rlamd.hostalloc import tune_host_allocator
+from rlamd.runconfig import RunConfig
 
 __all__ = ["evaluate_policy", "main"]
 
@@ -35,9 +42,6 @@ def evaluate_policy(
     max_steps: int = 2_000_000,
 ) -> list[float]:
     """Play ``episodes`` whole episodes with ``policy`` and return their real scores."""
-    from rlamd.collector import Collector
-    from rlamd.envs import AtariConfig, make_env, parse_env_id
-
     is_atari = parse_env_id(env_name).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
     n = num_envs or min(episodes, 8)
@@ -68,8 +72,6 @@ def evaluate_policy(
 
 
 def _write_gif(path: Path, frames: list[np.ndarray]) -> None:
-    from PIL import Image
-
     path.parent.mkdir(parents=True, exist_ok=True)
     images = []
     for f in frames:
@@ -110,31 +112,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from rlamd.hostalloc import tune_host_allocator
-
     tune_host_allocator()
     if args.episodes < 1:
         print(f"error: --episodes {args.episodes}; accepted: an integer >= 1", file=sys.stderr)
         return 2
-    from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
-    from rlamd.device import DeviceError, resolve_device
-    from rlamd.train import build_agent, sections_from_dicts
-
     try:
         path = find_checkpoint(args.run, args.logdir)
-        state = load_checkpoint(path)
+        state = load_checkpoint(path, advice="evaluate another checkpoint or train a new one")
         device = resolve_device(args.device)
+        cfg = RunConfig.from_dict(state["config"])
     except (CheckpointError, DeviceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sections = sections_from_dicts(state["config"])
-    train = sections["train"]
-    _agent, policy_factory = build_agent(sections, device, state["agent"])
-    policy = policy_factory(args.epsilon)
+    train = cfg.train
+    agent = build_agent(cfg, device, agent_state=state["agent"])
+    policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
     scores = evaluate_policy(
-        policy, train.env, args.episodes, device=device, seed=args.seed, atari=sections["atari"],
+        policy,
+        train.env,
+        args.episodes,
+        device=device,
+        seed=args.seed,
+        atari=cfg.atari,
         video_dir=Path(args.video) if args.video else None,
-    )  # fmt: skip
+    )
     result = {
         "checkpoint": str(path),
         "env": train.env,

@@ -7,6 +7,7 @@ TensorBoard keys carry prefixes: ``charts/``, ``losses/``, ``eval/``, ``system/`
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections import deque
@@ -22,11 +23,33 @@ def _fmt_eta(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def _live_terminal() -> bool:
+    """A terminal that reports a width: a live bar can be drawn there.
+
+    Some container and CI pseudo-terminals report 0x0; tqdm's dynamic width then draws
+    nothing at all, so those get the plain lines, as a pipe or a file does.
+    """
+    if not sys.stderr.isatty():
+        return False
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns > 0
+    except OSError:
+        return False
+
+
 class RunLogger:
     """Episode statistics, rates, a progress display and a TensorBoard writer."""
 
-    def __init__(self, logdir: Path, total_steps: int, start_step: int = 0, *,
-                 tensorboard: bool = True, progress: bool | None = None, start_updates: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        logdir: Path,
+        total_steps: int,
+        start_step: int = 0,
+        *,
+        tensorboard: bool = True,
+        progress: bool | None = None,
+        start_updates: int = 0,
+    ) -> None:
         self.total, self.start_step = total_steps, start_step
         self.scores: deque[float] = deque(maxlen=100)
         self.lengths: deque[int] = deque(maxlen=100)
@@ -41,13 +64,19 @@ class RunLogger:
             from torch.utils.tensorboard import SummaryWriter
 
             self.writer = SummaryWriter(log_dir=str(logdir), purge_step=start_step or None)
-        tty = sys.stderr.isatty() if progress is None else progress
+        tty = _live_terminal() if progress is None else progress
         self.bar = None
         if tty:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total_steps, initial=start_step, unit="step", unit_scale=True,
-                            dynamic_ncols=True, smoothing=0.05)  # fmt: skip
+            self.bar = tqdm(
+                total=total_steps,
+                initial=start_step,
+                unit="step",
+                unit_scale=True,
+                dynamic_ncols=True,
+                smoothing=0.05,
+            )
         self._t0 = time.perf_counter()
         self._last_t, self._last_step, self._last_updates = self._t0, start_step, start_updates
 

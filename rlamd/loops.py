@@ -1,20 +1,57 @@
-"""The off-policy iteration: collect a vector step, store it, make the updates due.
+"""The single-process training loops: collect, store, learn.
 
 Shared by ``python -m rlamd.train`` and the benchmarks, so the benchmarks time exactly
-what training runs.
+what training runs. The loops see their agent and replay through the small Protocols
+below, not through ``Any`` and ``hasattr``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+import time
+from typing import Protocol
 
 import numpy as np
 import torch
 
 from rlamd.collector import Collector
 from rlamd.envs import Step
+from rlamd.profiling import span
+from rlamd.replay import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
 
 __all__ = ["OffPolicyLoop", "OnPolicyLoop", "learn_from_replay"]
+
+
+class QLearner(Protocol):
+    """What the off-policy loop needs of its agent (``rlamd.agents.dqn.DQN``)."""
+
+    def act(self, obs: torch.Tensor, epsilon: float) -> torch.Tensor: ...
+    def update(self, batch: ReplayBatch) -> torch.Tensor: ...
+    def learn(self, buffer: ReplayBuffer, batch_size: int, beta: float | None) -> torch.Tensor: ...
+    def read_metrics(self) -> dict[str, float]: ...
+
+
+class OffPolicySchedule(Protocol):
+    """What the off-policy loop needs of its settings (``rlamd.agents.dqn.DQNConfig``)."""
+
+    batch_size: int
+    learning_starts: int
+    train_frequency: int
+
+    def epsilon(self, step: int, total_steps: int) -> float: ...
+    def beta(self, step: int, total_steps: int) -> float: ...
+
+
+def learn_from_replay(
+    buffer: ReplayBuffer, agent: QLearner, batch_size: int, beta: float = 0.4
+) -> None:
+    """Sample ``batch_size`` transitions, update ``agent`` and, for a prioritized replay,
+    write back the new priorities (the single-process loop and the Ray learners)."""
+    if isinstance(buffer, PrioritizedReplayBuffer):
+        batch = buffer.sample(batch_size, beta=beta)
+        buffer.update_priorities(batch.indices, agent.update(batch))
+    else:
+        agent.update(buffer.sample(batch_size))
 
 
 class OffPolicyLoop:
@@ -29,40 +66,125 @@ class OffPolicyLoop:
         step: env steps already done (when resuming).
     """
 
-    def __init__(self, collector: Collector, buffer: Any, agent: Any, cfg: Any, total_steps: int, step: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        collector: Collector,
+        buffer: ReplayBuffer,
+        agent: QLearner,
+        cfg: OffPolicySchedule,
+        total_steps: int,
+        step: int = 0,
+    ) -> None:
         self.collector, self.buffer, self.agent, self.cfg = collector, buffer, agent, cfg
         self.total_steps, self.step = total_steps, step
-        self.prioritized = hasattr(buffer, "update_priorities")
         self._per_step = collector.num_envs / cfg.train_frequency
         self._credit = 0.0
+        self._min_fill = cfg.batch_size
         self.epsilon = cfg.epsilon(step, total_steps)
+        self.overlap = collector.device.type == "cuda" and collector.env.can_overlap
+        """Learn while the envs step: on a GPU, where the CPU would otherwise wait; on a
+        CPU the env threads and torch's would only compete for the same cores."""
 
-    def iterate(self) -> Step:
+    def iterate(self) -> list[Step]:
+        """Act, step the envs, store the step, and make the updates due.
+
+        With ``overlap`` the updates due run while the envs step (ale-py's C++ threads; the
+        GPU learns meanwhile), on the replay as it was before this step's transitions.
+        """
         cfg, agent, buffer = self.cfg, self.agent, self.buffer
         eps = self.epsilon = cfg.epsilon(self.step, self.total_steps)
-        obs, _, s = self.collector.step(lambda o: agent.act(o, eps))
-        buffer.add(obs, s.actions, s.reward, s.terminated, s.done, s.final_obs)
+        self.collector.send(lambda o: agent.act(o, eps))
+        if self.overlap:
+            self._learn()
+        obs, _, s = self.collector.recv()
+        with span("add"):
+            buffer.add(obs, s.actions, s.reward, s.terminated, s.done, s.final_obs)
         self.step += self.collector.num_envs
-        if self.step >= cfg.learning_starts and len(buffer) >= cfg.batch_size:
+        if self.step >= cfg.learning_starts and len(buffer) >= self._min_fill:
             self._credit += self._per_step
-            kwargs = {"beta": cfg.beta(self.step, self.total_steps)} if self.prioritized else {}
-            while self._credit >= 1.0:
-                self.learn(**kwargs)
-                self._credit -= 1.0
-        return s
+        if not self.overlap:
+            self._learn()
+        return [s]
 
-    def learn(self, **kwargs: Any) -> None:
-        """One update on a sampled batch, then its new priorities."""
-        learn_from_replay(self.buffer, self.agent, self.cfg.batch_size, **kwargs)
+    def _learn(self) -> None:
+        """The updates the credit allows (``num_envs / train_frequency`` per vector step)."""
+        if self._credit < 1.0:
+            return
+        cfg = self.cfg
+        beta = cfg.beta(self.step, self.total_steps)
+        # On a GPU the agent's own learn step (sample, update, priorities) is one captured
+        # graph; on the CPU the plain path skips the graph-ready target blend.
+        graph_ready = self.buffer.device.type == "cuda"
+        while self._credit >= 1.0:
+            with span("update"):
+                if graph_ready:
+                    self.agent.learn(self.buffer, cfg.batch_size, beta)
+                else:
+                    learn_from_replay(self.buffer, self.agent, cfg.batch_size, beta=beta)
+            self._credit -= 1.0
 
+    def describe(self) -> str:
+        return f"replay {self.buffer.capacity:,}"
 
-def learn_from_replay(buffer: Any, agent: Any, batch_size: int, **kwargs: Any) -> None:
-    """Sample ``batch_size`` transitions, update ``agent``, write back the new priorities
-    (shared by the single-process loop and the Ray learners)."""
-    batch = buffer.sample(batch_size, **kwargs)
-    td = agent.update(batch)
-    if hasattr(buffer, "update_priorities"):
-        buffer.update_priorities(batch.indices, td)
+    def memory_bytes(self) -> float:
+        """What the replay holds on its device."""
+        return self.buffer.capacity * self.buffer.nbytes_per_transition()
+
+    def learning_sps(self, env_sps: float) -> float:
+        """Env steps/s once updates run, from the measured acting speed ``env_sps`` and
+        a timed update (of a copy of the agent, on a made-up batch: the run is untouched)."""
+        st, b = self.buffer.storage, self.cfg.batch_size
+        obs = torch.zeros((b, *st.obs_shape), dtype=st.obs_dtype, device=self.buffer.device)
+        ones = torch.ones(b, device=obs.device)
+        batch = ReplayBatch(
+            obs,
+            torch.zeros(b, dtype=torch.long, device=obs.device),
+            ones,
+            obs,
+            ones,
+            ones,
+            torch.arange(b, device=obs.device),
+        )
+        # The copy shares the agent's callbacks (its log line goes to the run's logger).
+        shared = {
+            id(v): v
+            for v in vars(self.agent).values()
+            if callable(v) and not isinstance(v, torch.nn.Module)
+        }
+        agent = copy.deepcopy(self.agent, memo=shared)
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            agent.update(batch)
+            times.append(time.perf_counter() - start)
+        per_update = sorted(times[1:])[0]
+        return 1.0 / (1.0 / env_sps + per_update / self.cfg.train_frequency)
+
+    def metrics(self) -> dict[str, float]:
+        values = {"charts/epsilon": self.epsilon, **self.agent.read_metrics()}
+        if isinstance(self.buffer, PrioritizedReplayBuffer):
+            values["charts/beta"] = self.cfg.beta(self.step, self.total_steps)
+        return values
+
+    def state_dict(self, include_replay: bool) -> dict:
+        return {"replay": self.buffer.state_dict(include_contents=include_replay)}
+
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Restore the replay; a replay saved without its contents is refilled to
+        ``learning_starts`` transitions before the updates go on (exploration keeps its
+        step), so the first updates do not overfit a few thousand new transitions."""
+        replay = state.get("replay")
+        if replay is not None:
+            self.buffer.load_state_dict(replay)
+        if len(self.buffer):
+            return [f"rlamd: replay restored from the checkpoint: {len(self.buffer):,} transitions"]
+        self._min_fill = max(
+            self.cfg.batch_size, min(self.cfg.learning_starts, self.buffer.capacity)
+        )
+        return [
+            "rlamd: the checkpoint holds no replay contents (the run had no --save-replay); "
+            f"refilling the replay to {self._min_fill:,} transitions before updating again"
+        ]
 
 
 class OnPolicyLoop:
@@ -72,9 +194,7 @@ class OnPolicyLoop:
     copy); observations, actions, log-probabilities and values stay on the device.
     """
 
-    def __init__(
-        self, collector: Collector, agent: Any, cfg: Any, total_steps: int, step: int = 0
-    ) -> None:
+    def __init__(self, collector: Collector, agent, cfg, total_steps: int, step: int = 0) -> None:
         from rlamd.agents.ppo import Rollout
 
         self.collector, self.agent, self.cfg = collector, agent, cfg
@@ -83,12 +203,31 @@ class OnPolicyLoop:
         self.rollout = Rollout(
             cfg.num_steps, collector.num_envs, tuple(obs.shape[1:]), obs.dtype, collector.device
         )
-        self.epsilon = 0.0  # for logging symmetry with the off-policy loop
 
     def iterate(self) -> list[Step]:
         steps = self.collect()
-        self.agent.update(self.rollout, self.agent.value(self.collector.obs_tensor()))
+        with span("update"):
+            self.agent.update(self.rollout, self.agent.value(self.collector.obs_tensor()))
         return steps
+
+    def describe(self) -> str:
+        return f"rollout {self.rollout.num_steps} x {self.rollout.num_envs}"
+
+    def memory_bytes(self) -> float:
+        return 0.0
+
+    def learning_sps(self, env_sps: float) -> float:
+        """The measured speed already includes the updates (call after an iteration)."""
+        return env_sps
+
+    def metrics(self) -> dict[str, float]:
+        return self.agent.read_metrics()
+
+    def state_dict(self, include_replay: bool) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> list[str]:
+        return []
 
     def collect(self) -> list[Step]:
         """Fill the rollout with ``num_steps`` vector steps (a Ray rollout actor stops here)."""

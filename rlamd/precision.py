@@ -1,4 +1,4 @@
-"""The clamped mixed-precision update every agent uses (DESIGN.md, rule 5).
+"""The clamped mixed-precision update every agent uses (docs/ARCHITECTURE.md, rule 5).
 
 One call, :meth:`Precision.step`, turns a loss into an optimizer step:
 
@@ -23,7 +23,14 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
-__all__ = ["PRECISIONS", "Precision", "make_optimizer", "resolve_precision"]
+__all__ = [
+    "PRECISIONS",
+    "Precision",
+    "configure_tf32",
+    "make_optimizer",
+    "resolve_precision",
+    "set_lr",
+]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
@@ -51,14 +58,65 @@ def resolve_precision(spec: str, device: torch.device, native_bf16: bool) -> str
 
 
 def make_optimizer(
-    params: Iterable[torch.nn.Parameter], lr: float, eps: float, device: torch.device
+    params: Iterable[torch.nn.Parameter],
+    lr: float,
+    eps: float,
+    device: torch.device,
+    *,
+    capturable: bool = False,
 ) -> torch.optim.Optimizer:
-    """Adam, fused where this torch supports it on ``device`` (sync-free skipping)."""
+    """Adam, fused where this torch supports it on ``device`` (sync-free skipping).
+
+    With ``capturable`` (for steps captured by :mod:`rlamd.graphs`; GPUs only) the step
+    counters and the learning rate live on the device: the learning rate is then a 0-d
+    tensor in ``param_groups[i]["lr"]``, to be changed in place (``fill_``), never rebound.
+    """
     params = list(params)
+    capturable = capturable and device.type == "cuda"
+    if capturable:
+        opt = torch.optim.Adam(
+            params, lr=torch.tensor(lr, device=device), eps=eps, fused=True, capturable=True
+        )
+        # Warm-up steps run uncaptured by design (rlamd.graphs): silence torch's warning.
+        opt._warned_capturable_if_run_uncaptured = True  # type: ignore[attr-defined]
+        return opt
     try:
         return torch.optim.Adam(params, lr=lr, eps=eps, fused=device.type in ("cuda", "cpu", "mps"))
     except (RuntimeError, TypeError):  # pragma: no cover - old torch / unsupported device
         return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set every group's learning rate: in place where it is a device tensor (capturable
+    optimizers, whose captured steps read that tensor), else as a float."""
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"].fill_(lr)
+        else:
+            group["lr"] = lr
+
+
+def configure_tf32(enabled: bool, device: torch.device) -> bool:
+    """Allow (or forbid) TF32 for fp32 matmuls and convolutions on ``device``'s GPU.
+
+    TF32 keeps fp32's range with a 10-bit mantissa and runs fp32 GEMMs on tensor cores
+    (NVIDIA Ampere and later; AMD MI300 through hipBLASLt). It changes GPU kernels only:
+    the CPU path computes exactly as before. On ROCm builds whose hipBLASLt honours TF32
+    only when asked through the environment, ``HIPBLASLT_ALLOW_TF32=1`` is set too
+    (before the first GEMM; a value you set yourself wins).
+
+    Returns:
+        whether TF32 is now allowed for ``device`` (False on the CPU).
+    """
+    if device.type != "cuda":
+        return False
+    if enabled and getattr(torch.version, "hip", None):
+        import os
+
+        os.environ.setdefault("HIPBLASLT_ALLOW_TF32", "1")
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    return enabled
 
 
 class Precision:

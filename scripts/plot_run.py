@@ -21,42 +21,43 @@ def read_csv(path: Path) -> list[dict[str, float]]:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, help="run folder holding episodes.csv")
     p.add_argument("--bin", type=int, default=20_000, help="env steps per point (default: 20000)")
     p.add_argument("--out", type=Path, required=True, help="output path without extension")
     p.add_argument("--ref", action="append", default=[], help="LABEL=VALUE[@STEP] reference")
     p.add_argument("--title", default=None)
-    args = p.parse_args()
+    return p.parse_args()
 
-    episodes = read_csv(args.run / "episodes.csv")
-    evals = read_csv(args.run / "evals.csv")
-    if not episodes:
-        raise SystemExit(f"{args.run}/episodes.csv is missing or empty")
+
+def bin_scores(episodes: list[dict[str, float]], width: int) -> list[tuple[int, float, int]]:
+    """``(bin end step, mean score, episodes)`` per ``width`` env steps, in step order."""
     bins: dict[int, list[float]] = {}
     for e in episodes:
-        bins.setdefault(int(e["step"] // args.bin), []).append(e["score"])
-    rows = [((b + 1) * args.bin, statistics.fmean(s), len(s)) for b, s in sorted(bins.items())]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out.with_suffix(".csv"), "w", encoding="utf-8", newline="") as f:
+        bins.setdefault(int(e["step"] // width), []).append(e["score"])
+    return [((b + 1) * width, statistics.fmean(s), len(s)) for b, s in sorted(bins.items())]
+
+
+def write_csv(
+    path: Path, rows: list[tuple[int, float, int]], evals: list[dict[str, float]]
+) -> None:
+    """One line per bin; each evaluation goes on the first bin ending at or after its step."""
+    with open(path, "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f)
         w.writerow(["step", "mean_training_score", "episodes", "eval_mean", "eval_std"])
         pending = sorted(evals, key=lambda e: e["step"])
         for step, mean, n in rows:
-            ev = (
-                pending.pop(0) if pending and pending[0]["step"] <= step else None
-            )  # first row at or after it
-            w.writerow(
-                [
-                    step,
-                    f"{mean:.3f}",
-                    n,
-                    f"{ev['mean']:.2f}" if ev else "",
-                    f"{ev['std']:.2f}" if ev else "",
-                ]
-            )
+            ev = pending.pop(0) if pending and pending[0]["step"] <= step else None
+            eval_mean = f"{ev['mean']:.2f}" if ev else ""
+            eval_std = f"{ev['std']:.2f}" if ev else ""
+            w.writerow([step, f"{mean:.3f}", n, eval_mean, eval_std])
 
+
+def plot(
+    args: argparse.Namespace, rows: list[tuple[int, float, int]], evals: list[dict[str, float]]
+) -> None:
+    """The training curve, the evaluations with error bars and the ``--ref`` lines, as PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,8 +68,14 @@ def main() -> None:
         [r[0] for r in rows], [r[1] for r in rows], label="rlamd, training episodes (mean per bin)"
     )
     if evals:
-        ax.errorbar([e["step"] for e in evals], [e["mean"] for e in evals], yerr=[e["std"] for e in evals],
-                    fmt="o", capsize=3, label="rlamd, evaluation (whole games)")  # fmt: skip
+        ax.errorbar(
+            [e["step"] for e in evals],
+            [e["mean"] for e in evals],
+            yerr=[e["std"] for e in evals],
+            fmt="o",
+            capsize=3,
+            label="rlamd, evaluation (whole games)",
+        )
     for ref in args.ref:
         label, _, value = ref.partition("=")
         value, _, at = value.partition("@")
@@ -83,6 +90,18 @@ def main() -> None:
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(args.out.with_suffix(".png"))
+
+
+def main() -> None:
+    args = parse_args()
+    episodes = read_csv(args.run / "episodes.csv")
+    evals = read_csv(args.run / "evals.csv")
+    if not episodes:
+        raise SystemExit(f"{args.run}/episodes.csv is missing or empty")
+    rows = bin_scores(episodes, args.bin)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    write_csv(args.out.with_suffix(".csv"), rows, evals)
+    plot(args, rows, evals)
     print(f"wrote {args.out.with_suffix('.csv')} and {args.out.with_suffix('.png')}")
 
 

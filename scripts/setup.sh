@@ -37,7 +37,8 @@ else
 fi
 pip() { "$py" -m pip --disable-pip-version-check "$@"; }
 
-version="${RLAMD_TORCH_VERSION:-2.13.0}"
+# The pin lives in one place, rlamd/doctor/install.py, which the doctor's advice uses too.
+version="${RLAMD_TORCH_VERSION:-$(sed -n 's/^TORCH_PIN = "\(.*\)"$/\1/p' rlamd/doctor/install.py)}"
 flavour="${RLAMD_TORCH:-}"
 rocm_version=""
 for f in "${ROCM_PATH:-/opt/rocm}/.info/version" /opt/rocm/.info/version; do
@@ -73,6 +74,9 @@ case "$flavour" in
     if want_ok; then
       echo "setup: torch ${have%%|*} already installed ($flavour)"
     else
+      # pip counts an installed 2.13.0+cpu as satisfying torch==2.13.0 from the ROCm index:
+      # remove another flavour first, or it stays.
+      if [ -n "$have" ]; then pip uninstall -y torch; fi
       echo "setup: installing torch==$version for $flavour ${index_args[*]:-}"
       pip install "torch==$version" "${index_args[@]}"
     fi ;;
@@ -83,4 +87,9 @@ spec="."
 if [ ${#extras[@]} -gt 0 ]; then spec=".[$(IFS=,; echo "${extras[*]}")]"; fi
 echo "setup: installing rlamd ($spec) into $("$py" -c 'import sys; print(sys.prefix)')"
 pip install -e "$spec"
+if [ "$flavour" = cpu ] && [[ " ${extras[*]:-} " == *" dev "* ]] && [ "$(uname -sm)" = "Linux x86_64" ]; then
+  # The replay's Triton kernels are tested on the CPU under TRITON_INTERPRET=1. GPU builds
+  # of torch bring their own triton (pytorch-triton-rocm on ROCm): never replace it.
+  pip install "triton==3.9.0"
+fi
 "$py" -c 'import rlamd.agents, rlamd.envs; from rlamd.device import resolve_device, describe_device; print("setup: rlamd ready on", describe_device(resolve_device("auto")).summary())'

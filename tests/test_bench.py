@@ -103,3 +103,75 @@ def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(mon
     assert [f.meta["bytes"] for f in figures] == [8, 16, 32, 64]
     assert all(f.meta["between"] == "two processes" and f.median > 0 for f in figures)
     assert "measured between two local processes (gloo)" in notes[1]
+
+
+def test_contention_neighbour_is_always_killed():
+    from rlamd.bench.contention import busy_neighbour
+
+    with pytest.raises(KeyError), busy_neighbour() as nb:
+        assert nb.proc is not None and nb.proc.poll() is None  # it runs inside the block
+        raise KeyError("a failed measurement")
+    assert nb.proc.poll() is not None  # killed and reaped on the way out
+    with busy_neighbour(False) as idle:
+        assert idle.proc is None
+
+
+def test_contention_child_measures_the_training_loop():
+    import torch
+
+    from rlamd.bench.contention import run_child
+
+    threads = torch.get_num_threads()
+    try:
+        out = run_child("ppo", "budget", 0.3, env_name="cartpole", num_envs=2, chunks=2)
+        dqn = run_child("dqn", "untuned", 0.3, env_name="cartpole", num_envs=2, warm=64, chunks=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert len(out["rates"]) == 2 and all(r > 0 for r in out["rates"])
+    assert out["threads"].startswith("threads ") and "envs 2" in out["threads"]
+    assert len(dqn["rates"]) == 2 and all(r > 0 for r in dqn["rates"])
+
+
+def test_contention_suite_pairs_alone_and_busy(monkeypatch):
+    import rlamd.bench.contention as contention
+
+    seen: list[tuple[str, str, bool]] = []
+
+    def fake(algo, mode, seconds, neighbour, env_name, timeout):
+        seen.append((algo, mode, neighbour))
+        if mode == "untuned" and algo == "dqn":
+            raise RuntimeError("dqn/untuned child failed (exit 1): boom")
+        return {
+            "rates": [100.0, 120.0, 80.0] if not neighbour else [50.0, 40.0, 60.0],
+            "threads": f"{mode} threads",
+        }
+
+    monkeypatch.setattr(contention, "_measure", fake)
+    notes: list[str] = []
+    figures = contention.run_contention_suite(
+        seconds=1.0, peers=False, env_name="cartpole", notes=notes
+    )
+    assert ("ppo", "budget", False) in seen and ("ppo", "budget", True) in seen
+    names = {f.name for f in figures}
+    assert {
+        "contention/budget/ppo/alone",
+        "contention/budget/ppo/busy",
+        "contention/untuned/ppo/busy",
+        "contention/budget/dqn/busy",
+    } <= names
+    busy = next(f for f in figures if f.name == "contention/budget/ppo/busy")
+    alone = next(f for f in figures if f.name == "contention/budget/ppo/alone")
+    assert busy.meta["ratio"] == pytest.approx(busy.median / alone.median)
+    assert not any(f.name.startswith("contention/untuned/dqn") for f in figures)
+    assert notes == ["contention dqn/untuned: dqn/untuned child failed (exit 1): boom"]
+
+
+@pytest.mark.slow
+def test_contention_suite_end_to_end_on_cartpole():
+    from rlamd.bench.contention import run_contention_suite
+
+    notes: list[str] = []
+    figures = run_contention_suite(seconds=1.5, algos=("ppo",), env_name="cartpole", notes=notes)
+    assert {f.meta["mode"] for f in figures} == {"budget", "untuned"}
+    assert all(f.median > 0 for f in figures)
+    assert any("SB3" in n for n in notes)  # SB3 only plays Breakout here

@@ -53,3 +53,9 @@ def test_other_files_and_algos_are_refused(tmp_path):
         find_checkpoint("pong", tmp_path / "runs")
     with pytest.raises(CheckpointError, match="Closest runs: breakout_a"):
         find_checkpoint("breakout_b", tmp_path / "runs")
+
+
+def test_a_folder_without_checkpoint_names_the_file_looked_for(tmp_path):
+    (tmp_path / "run").mkdir()
+    with pytest.raises(CheckpointError, match=r"looked for .*run/checkpoint\.pt"):
+        find_checkpoint(tmp_path / "run", tmp_path)

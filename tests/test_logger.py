@@ -18,3 +18,24 @@ def test_updates_per_second_after_resume_count_only_new_updates(tmp_path, capsys
     # Same interval for both rates: 10 updates per 100 steps, not 50,010.
     assert rates["charts/updates_per_s"] / rates["charts/SPS"] == pytest.approx(0.1)
     assert "step 1,100/2,000" in capsys.readouterr().out
+
+
+def test_a_terminal_without_a_width_gets_plain_lines(monkeypatch):
+    """Regression: a 0x0 pseudo-terminal showed nothing for minutes (tqdm's dynamic width)."""
+    import os
+    import sys
+
+    import rlamd.logger as logger_module
+
+    class Tty:
+        def isatty(self):
+            return True
+
+        def fileno(self):
+            return 2
+
+    monkeypatch.setattr(sys, "stderr", Tty())
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    assert logger_module._live_terminal() is False
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((120, 40)))
+    assert logger_module._live_terminal() is True

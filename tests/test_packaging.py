@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,10 +26,21 @@ def test_installed_package_imports_from_anywhere(tmp_path):
 
 def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-         "-w", str(tmp_path / "dist"), str(ROOT)],
-        check=True, capture_output=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
     wheel = next((tmp_path / "dist").glob("rlamd-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlamd/agents/__init__.py" in names and "rlamd/envs/atari.py" in names
@@ -73,3 +85,101 @@ def test_setup_script_rejects_unknown_option():
 def test_entry_points_explain_themselves(module):
     proc = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "usage" in proc.stdout.lower()
+
+
+def _listed_packages() -> set[str]:
+    import tomllib
+
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(data["tool"]["setuptools"]["packages"])
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """Regression: rlamd.distributed was left out, so a wheel install could not train."""
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for p in (ROOT / "rlamd").rglob("__init__.py")
+        if "__pycache__" not in p.parts
+    }
+    assert folders - _listed_packages() == set()
+
+
+@pytest.mark.slow
+def test_wheel_in_a_fresh_venv_trains_evaluates_and_runs_the_doctor(tmp_path):
+    """A plain (non-editable) install outside the source tree: train, evaluate, doctor.
+
+    The new virtualenv gets the wheel itself; its dependencies (torch, ale-py, ...) are
+    borrowed from this interpreter's site-packages through a .pth line, which Python adds
+    to sys.path *after* the venv's own site-packages, so rlamd comes from the wheel. (The
+    editable install's finder there is not run: .pth files in an added folder are not read.)
+    """
+    import sysconfig
+    import venv
+
+    dist = tmp_path / "dist"
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    wheel = next(dist.glob("rlamd-*.whl"))
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, with_pip=False)
+    py = env_dir / "bin" / "python"
+    site = Path(
+        subprocess.run(
+            [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
+    (site / "_borrowed_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(site),
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    work = tmp_path / "empty"
+    work.mkdir()
+
+    def run(*args: str) -> str:
+        proc = subprocess.run(
+            [str(py), *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": ""},
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return proc.stdout
+
+    where = run("-c", "import rlamd.train, rlamd.distributed.config; print(rlamd.__file__)")
+    assert where.strip().startswith(str(site))
+    run("-m", "rlamd.train", "cartpole", "--steps", "2000", "--run-name", "w")
+    result = run("-m", "rlamd.evaluate", "w", "--episodes", "2", "--json")
+    assert '"episodes": 2' in result
+    doctor = run("-m", "rlamd.doctor", "--json")
+    assert json.loads(doctor)["usable"] is True

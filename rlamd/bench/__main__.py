@@ -3,7 +3,8 @@
 Measures rlamd on this machine, runs the installed peers in the same run, and writes a
 table per suite, ``results.json`` (machine, versions, every figure with median, min, max
 and repeats) and a PNG chart per suite. Warm-up runs are excluded; figures are medians.
-Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce.
+Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
+(PPO and DQN beside a busy process).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +25,28 @@ from rlamd.device import DEVICE_HELP
 
 from .common import Figure
 
-SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce")
+SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce", "contention")
 
+_SOURCE = "published figure quoted in the rlamd project brief (Atari iteration-speed table)"
 # Published figures shown beside the measured ones; never mixed with them.
 PUBLISHED = [
-    {"name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128", "hardware": "AMD Radeon RX 6800 XT",
-     "median": 2150.0, "plus_minus": 120.0, "unit": "it/s", "source": "published figure quoted in the rlamd project brief (Atari iteration-speed table)"},
-    {"name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128", "hardware": "NVIDIA GeForce RTX 3080",
-     "median": 2480.0, "plus_minus": 150.0, "unit": "it/s", "source": "published figure quoted in the rlamd project brief (Atari iteration-speed table)"},
-]  # fmt: skip
+    {
+        "name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128",
+        "hardware": "AMD Radeon RX 6800 XT",
+        "median": 2150.0,
+        "plus_minus": 120.0,
+        "unit": "it/s",
+        "source": _SOURCE,
+    },
+    {
+        "name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128",
+        "hardware": "NVIDIA GeForce RTX 3080",
+        "median": 2480.0,
+        "plus_minus": 150.0,
+        "unit": "it/s",
+        "source": _SOURCE,
+    },
+]
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
@@ -74,9 +89,18 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
         )
         for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
             names = [f.name.split("/", 1)[-1] for f in figs]
-            ax.barh(names, [f.median for f in figs], xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
-                    color=["#c0392b" if "rlamd" in f.name or not any(p in f.name for p in ("sb3", "torchrl", "rllib", "numpy", "raw"))
-                           else "#7f8c8d" for f in figs])  # fmt: skip
+            ax.barh(
+                names,
+                [f.median for f in figs],
+                xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
+                color=[
+                    "#c0392b"
+                    if "rlamd" in f.name
+                    or not any(p in f.name for p in ("sb3", "torchrl", "rllib", "numpy", "raw"))
+                    else "#7f8c8d"
+                    for f in figs
+                ],
+            )
             ax.set_xlabel(unit)
             ax.invert_yaxis()
             ax.grid(axis="x", alpha=0.3)
@@ -89,7 +113,8 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
     return written
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, with unknown suite names refused (naming the nearest)."""
     p = argparse.ArgumentParser(
         prog="python -m rlamd.bench", description=(__doc__ or "").split("\n\n")[1]
     )
@@ -120,6 +145,130 @@ def main(argv: list[str] | None = None) -> int:
                 f"unknown suite '{s}'; accepted: {', '.join(SUITES)}"
                 + (f". Did you mean '{close[0]}'?" if close else "")
             )
+    return args
+
+
+# One runner per suite: (device, quick, peers, notes) -> its figures, or None when the
+# suite was skipped as a whole (no entry in results.json). Imports stay lazy so a suite's
+# optional dependencies load only when it runs.
+def _device_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .device import run_device_suite
+
+    return run_device_suite(device, quick=quick, repeats=3 if quick else 5)
+
+
+def _env_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .env import run_env_suite
+
+    return run_env_suite(steps=100 if quick else 400, repeats=3 if quick else 5)
+
+
+def _replay_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .replay import run_replay_suite
+
+    return run_replay_suite(
+        capacity=2**18 if quick else 2**20,
+        iters=50 if quick else 200,
+        repeats=3 if quick else 5,
+        device=device,
+        peers=peers,
+        notes=notes,
+    )
+
+
+def _learner_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .learner import run_learner_suite
+
+    return run_learner_suite(
+        device,
+        batches=(32, 128) if quick else (32, 128, 512),
+        iters=3 if quick else 10,
+        repeats=2 if quick else 3,
+    )
+
+
+def _dqn_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .dqn import run_dqn_suite
+
+    return run_dqn_suite(
+        batches=(128,) if quick else (32, 128),
+        iters=15 if quick else 60,
+        repeats=2 if quick else 3,
+        device=device,
+        peers=peers,
+        precisions=("auto",) if quick else ("auto", "fp32"),
+        notes=notes,
+    )
+
+
+def _ppo_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .ppo import run_ppo_suite
+
+    return run_ppo_suite(
+        iters=1 if quick else 3,
+        repeats=2 if quick else 3,
+        device=device,
+        precisions=("auto",) if quick else ("auto", "fp32"),
+        peers=peers,
+        env_counts=(8,) if device.type == "cpu" else (8, 64),
+        notes=notes,
+    )
+
+
+def _allreduce_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .allreduce import run_allreduce_suite
+
+    return run_allreduce_suite(
+        max_bytes=(16 if quick else 256) * 2**20, iters=5 if quick else 10, notes=notes
+    )
+
+
+def _contention_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .contention import run_contention_suite
+
+    return run_contention_suite(seconds=6.0 if quick else 20.0, peers=peers, notes=notes)
+
+
+def _rollout_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .rollout import run_rollout_suite
+
+    figures = run_rollout_suite(rounds=2 if quick else 4, repeats=2 if quick else 3, notes=notes)
+    return figures or None  # skipped without Ray: no entry
+
+
+_RUNNERS: dict[str, Callable[[torch.device, bool, bool, list[str]], list[Figure] | None]] = {
+    "device": _device_suite,
+    "env": _env_suite,
+    "replay": _replay_suite,
+    "learner": _learner_suite,
+    "dqn": _dqn_suite,
+    "ppo": _ppo_suite,
+    "rollout": _rollout_suite,
+    "allreduce": _allreduce_suite,
+    "contention": _contention_suite,
+}
+
+
+def _print_published(results: dict[str, list[Figure]]) -> None:
+    """The published DQN figures beside rlamd's batch-128 iterations/s, when measured."""
+    if "dqn" not in results:
+        return
+    print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
+    ours = [f for f in results["dqn"] if f.name.endswith("/b128/iterations") and "rlamd" in f.name]
+    for pub in PUBLISHED:
+        mine = (
+            f"; rlamd here: {ours[0].median:,.1f} it/s ({ours[0].median / pub['median']:.3f}x)"
+            if ours
+            else ""
+        )
+        print(
+            f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} "
+            f"{pub['unit']}{mine}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     suites = args.suites or list(SUITES)
     from rlamd.hostalloc import tune_host_allocator
 
@@ -138,64 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     notes: list[str] = []
     t0 = time.perf_counter()
     for suite in suites:
-        if suite == "device":
-            from .device import run_device_suite
-
-            results[suite] = run_device_suite(device, quick=quick, repeats=3 if quick else 5)
-        elif suite == "env":
-            from .env import run_env_suite
-
-            results[suite] = run_env_suite(steps=100 if quick else 400, repeats=3 if quick else 5)
-        elif suite == "replay":
-            from .replay import run_replay_suite
-
-            results[suite] = run_replay_suite(capacity=2**18 if quick else 2**20, iters=50 if quick else 200,
-                                              repeats=3 if quick else 5, device=device, peers=peers, notes=notes)  # fmt: skip
-        elif suite == "learner":
-            from .learner import run_learner_suite
-
-            results[suite] = run_learner_suite(device, batches=(32, 128) if quick else (32, 128, 512),
-                                               iters=3 if quick else 10, repeats=2 if quick else 3)  # fmt: skip
-        elif suite == "dqn":
-            from .dqn import run_dqn_suite
-
-            results[suite] = run_dqn_suite(batches=(128,) if quick else (32, 128), iters=15 if quick else 60,
-                                           repeats=2 if quick else 3, device=device, peers=peers,
-                                           precisions=("auto",) if quick else ("auto", "fp32"), notes=notes)  # fmt: skip
-        elif suite == "ppo":
-            from .ppo import run_ppo_suite
-
-            results[suite] = run_ppo_suite(iters=1 if quick else 3, repeats=2 if quick else 3, device=device,
-                                           precisions=("auto",) if quick else ("auto", "fp32"), peers=peers,
-                                           env_counts=(8,) if device.type == "cpu" else (8, 64), notes=notes)  # fmt: skip
-        elif suite == "allreduce":
-            from .allreduce import run_allreduce_suite
-
-            results[suite] = run_allreduce_suite(
-                max_bytes=(16 if quick else 256) * 2**20, iters=5 if quick else 10, notes=notes
-            )
-        elif suite == "rollout":
-            from .rollout import run_rollout_suite
-
-            figures = run_rollout_suite(
-                rounds=2 if quick else 4, repeats=2 if quick else 3, notes=notes
-            )
-            if figures:
-                results[suite] = figures
-    if "dqn" in results:
-        print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
-        ours = [
-            f for f in results["dqn"] if f.name.endswith("/b128/iterations") and "rlamd" in f.name
-        ]
-        for pub in PUBLISHED:
-            mine = (
-                f"; rlamd here: {ours[0].median:,.1f} it/s ({ours[0].median / pub['median']:.3f}x)"
-                if ours
-                else ""
-            )
-            print(
-                f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} {pub['unit']}{mine}"
-            )
+        figures = _RUNNERS[suite](device, quick, peers, notes)
+        if figures is not None:
+            results[suite] = figures
+    _print_published(results)
     charts = write_charts(out, results, notes)
     doc = {
         "machine": machine_info(device),
@@ -212,8 +307,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in notes:
         print(f"note: {n}")
-    print(f"\nwrote {out / 'results.json'}{' and ' + str(len(charts)) + ' charts' if charts else ''} "
-          f"in {doc['seconds']:.0f} s")  # fmt: skip
+    print(
+        f"\nwrote {out / 'results.json'}{' and ' + str(len(charts)) + ' charts' if charts else ''} "
+        f"in {doc['seconds']:.0f} s"
+    )
     return 0
 
 

@@ -31,9 +31,9 @@ def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[li
     import ray
 
     from rlamd.distributed.driver import _RayLearner
-    from rlamd.train import sections_from_dicts
+    from rlamd.runconfig import RunConfig
 
-    sections = sections_from_dicts(
+    sections = RunConfig.from_dict(
         {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
     )
     spec = "cuda" if gpus else "cpu"

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Figure", "measure", "print_table", "sync"]
+__all__ = ["Figure", "StepCost", "measure", "print_table", "step_cost", "sync"]
 
 
 def sync(device: torch.device | str | None) -> None:
@@ -72,3 +72,125 @@ def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
     print("-" * len(line))
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+
+
+# Host-side runtime calls that put work on a GPU queue (CUDA and HIP names; Triton
+# launches through the driver API, cuLaunchKernel / hipModuleLaunchKernel).
+_LAUNCH_CALLS = (
+    "LaunchKernel",
+    "GraphLaunch",
+    "MemcpyAsync",
+    "MemsetAsync",
+    "hipMemcpyWithStream",
+    "cudaMemcpy",
+    "hipMemcpy",
+    "hipMemset",
+    "cudaMemset",
+)
+
+
+# Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU.
+_NO_WORK = frozenset(
+    f"aten::{n}"
+    for n in (
+        "empty",
+        "empty_strided",
+        "empty_like",
+        "as_strided",
+        "as_strided_",
+        "view",
+        "_reshape_alias",
+        "reshape",
+        "resize_",
+        "resolve_conj",
+        "resolve_neg",
+        "_nnpack_available",
+        "detach",
+        "detach_",
+        "alias",
+        "t",
+        "transpose",
+        "permute",
+        "expand",
+        "unsqueeze",
+        "squeeze",
+        "select",
+        "slice",
+        "lift_fresh",
+        "to",
+        "_to_copy",
+        "set_",
+        "result_type",
+        "is_nonzero",
+        "unbind",
+        "split",
+        "chunk",
+        "narrow",
+        "flatten",
+        "contiguous",
+        "numpy_T",
+        "item",
+        "_local_scalar_dense",
+        "squeeze_",
+    )
+)
+
+
+@dataclass
+class StepCost:
+    """What one call of a step costs: queue submissions, kernels, host and device time.
+
+    On the CPU ``kernels`` and ``launches`` count leaf ATen ops that do work (what would
+    be kernels on a GPU; views and allocations excluded) and ``device_us`` is None.
+    """
+
+    launches: float
+    """Host submissions per call (kernel launches, graph launches, copies; GPUs)."""
+    kernels: float
+    """Kernels (GPU) or leaf ATen ops (CPU) executed per call."""
+    host_us: float
+    """Host time to issue one call, without waiting for the GPU."""
+    device_us: float | None
+    """Summed GPU kernel time per call (None on the CPU)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 5) -> StepCost:
+    """Profile ``iters`` calls of ``fn`` (already warmed up) with ``torch.profiler``."""
+    from torch.autograd import DeviceType
+
+    device = torch.device(device)
+    gpu = device.type == "cuda"
+    sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    host_us = (time.perf_counter() - t0) / iters * 1e6
+    sync(device)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if gpu:
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(iters):
+            fn()
+        sync(device)
+    events = prof.events()
+    if gpu:
+        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        launches = [
+            e
+            for e in events
+            if e.device_type == DeviceType.CPU and any(k in e.name for k in _LAUNCH_CALLS)
+        ]
+        device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters
+        return StepCost(len(launches) / iters, len(kernels) / iters, host_us, device_us)
+    leaves = [
+        e
+        for e in events
+        if e.name.startswith("aten::")
+        and e.name not in _NO_WORK
+        and not any(c.name.startswith("aten::") for c in e.cpu_children)
+    ]
+    return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)

@@ -4,17 +4,21 @@ An *iteration* (the Atari iteration-speed table) is one update on a batch sample
 prioritized replay plus the env steps collected for it: here one env, one update per env
 step (train frequency 1). rlamd runs :class:`rlamd.loops.OffPolicyLoop`, the loop
 ``python -m rlamd.train`` runs; Stable-Baselines3's DQN runs with the same batch size,
-train frequency, network (Nature CNN) and 1 env, in the same process, after both
-buffers hold the same number of warm-up transitions.
+train frequency, network (Nature CNN) and 1 env, in the same process and on the same
+device, after both buffers hold the same number of warm-up transitions. Per learn step
+the suite also prints kernels (GPU) or ops (CPU), host submissions, host µs and device
+µs, for rlamd eager, rlamd's learn step (a captured graph on GPUs) and SB3.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import torch
 
-from .common import Figure, measure, print_table
+from .common import Figure, measure, print_table, step_cost
 from .peers import PeerUnavailable, sb3
 
 __all__ = ["run_dqn_suite"]
@@ -25,10 +29,12 @@ GYM_ID = "BreakoutNoFrameskip-v4"
 
 def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
     from rlamd.agents.dqn import DQNConfig
+    from rlamd.algos import build_agent
+    from rlamd.algos.dqn import build_replay
     from rlamd.collector import Collector
-    from rlamd.envs import AtariConfig, make_env
+    from rlamd.envs import make_env
     from rlamd.loops import OffPolicyLoop
-    from rlamd.train import TrainConfig, build_agent, build_replay
+    from rlamd.runconfig import RunConfig, TrainConfig
 
     cfg = replace(
         DQNConfig(), batch_size=batch, train_frequency=1, learning_starts=warm, buffer_size=50_000
@@ -37,8 +43,7 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
         env=GAME, num_envs=1, precision=precision, device=str(device), steps=10_000_000
     )
     env = make_env(GAME, num_envs=1)
-    sections = {"train": train, "dqn": cfg, "atari": AtariConfig()}
-    agent, _ = build_agent(sections, device, env=env)
+    agent = build_agent(RunConfig(train=train, dqn=cfg), device, env)
     buf = build_replay(cfg, env, device, seed=0)
     loop = OffPolicyLoop(Collector(env, device, seed=0), buf, agent, cfg, train.steps)
     while loop.step < warm:
@@ -46,7 +51,7 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
     return loop, agent
 
 
-def _sb3_setup(batch: int, warm: int):
+def _sb3_setup(batch: int, warm: int, device: torch.device):
     module = sb3()
     import ale_py
     import gymnasium as gym
@@ -56,11 +61,137 @@ def _sb3_setup(batch: int, warm: int):
     gym.register_envs(ale_py)
     env = VecFrameStack(make_atari_env(GYM_ID, n_envs=1, seed=0), n_stack=4)
     model = module.DQN(
-        "CnnPolicy", env, buffer_size=50_000, learning_starts=warm, batch_size=batch, train_freq=1,
-        gradient_steps=1, target_update_interval=2_000, device="cpu", verbose=0, seed=0,
-    )  # fmt: skip
+        "CnnPolicy",
+        env,
+        buffer_size=50_000,
+        learning_starts=warm,
+        batch_size=batch,
+        train_freq=1,
+        gradient_steps=1,
+        target_update_interval=2_000,
+        device=str(device),
+        verbose=0,
+        seed=0,
+    )
     model.learn(total_timesteps=warm)
     return model
+
+
+def _times(step: Callable[[], None], iters: int) -> Callable[[], int]:
+    """``iters`` calls of ``step`` as one timed unit of work."""
+
+    def run() -> int:
+        for _ in range(iters):
+            step()
+        return iters
+
+    return run
+
+
+def _rlamd_figures(
+    batch: int, precision: str, device: torch.device, warm: int, iters: int, repeats: int
+) -> tuple[Figure, Figure, Figure, list[tuple[str, str, Figure]]]:
+    """rlamd's iterations/s, eager learner updates/s and learn-step updates/s (a graph on
+    GPUs), with the step costs of the last two."""
+    from rlamd.loops import learn_from_replay
+
+    loop, agent = _rlamd_setup(batch, precision, device, warm)
+    mode = agent.precision.mode
+
+    def iterate() -> int:
+        for _ in range(iters):
+            loop.iterate()
+        return iters
+
+    def eager_step() -> None:  # what OffPolicyLoop runs today
+        learn_from_replay(loop.buffer, loop.agent, batch, beta=0.4)
+
+    def graph_step() -> None:  # agent.learn: a graph on GPUs
+        loop.agent.learn(loop.buffer, batch, 0.4)
+
+    meta: dict[str, Any] = {"repeats": repeats, "device": device, "batch": batch, "precision": mode}
+    f_it = measure(f"dqn/rlamd_{mode}/b{batch}/iterations", "it/s", iterate, **meta)
+    f_up = measure(
+        f"dqn/rlamd_{mode}/b{batch}/learner", "updates/s", _times(eager_step, iters), **meta
+    )
+    f_up.meta.update(step_cost(eager_step, device, iters=3).to_dict())
+    for _ in range(5):  # past the graph's warm-up and capture
+        graph_step()
+    graphed = agent._learn_step is not None and agent._learn_step.captured
+    f_gr = measure(
+        f"dqn/rlamd_{mode}/b{batch}/learn_step",
+        "updates/s",
+        _times(graph_step, iters),
+        **meta,
+        graph=graphed,
+    )
+    f_gr.meta.update(step_cost(graph_step, device, iters=3).to_dict())
+    costs = [
+        (f"rlamd ({mode})", "eager", f_up),
+        (f"rlamd ({mode})", "graph" if graphed else "eager, agent.learn", f_gr),
+    ]
+    loop.collector.close()
+    return f_it, f_up, f_gr, costs
+
+
+def _sb3_figures(
+    batch: int, device: torch.device, warm: int, iters: int, repeats: int
+) -> tuple[Figure, Figure]:
+    """SB3's iterations/s and learner updates/s (with its step cost); raises
+    :class:`PeerUnavailable` when SB3 cannot run."""
+    model = _sb3_setup(batch, warm, device)
+
+    def sb3_iterate() -> int:
+        model.learn(total_timesteps=iters, reset_num_timesteps=False)
+        return iters
+
+    def sb3_learn() -> int:
+        model.train(gradient_steps=iters, batch_size=batch)
+        return iters
+
+    meta: dict[str, Any] = {"repeats": repeats, "batch": batch, "device": device}
+    f_it = measure(f"dqn/sb3_fp32/b{batch}/iterations", "it/s", sb3_iterate, **meta)
+    f_up = measure(f"dqn/sb3_fp32/b{batch}/learner", "updates/s", sb3_learn, **meta)
+    f_up.meta.update(
+        step_cost(lambda: model.train(gradient_steps=1, batch_size=batch), device, 3).to_dict()
+    )
+    model.env.close()
+    return f_it, f_up
+
+
+def _row(who: str, batch: int, f_it: Figure, f_up: Figure, base: Figure) -> tuple[str, ...]:
+    return (
+        who,
+        str(batch),
+        f"{f_it.median:.1f}",
+        f"{f_up.median:.1f}",
+        f"{f_it.median / base.median:.2f}",
+    )
+
+
+def _print_costs(device: torch.device, costs: list[tuple[str, str, Figure]]) -> None:
+    """The per-learn-step cost table (kernels or ops, launches, host and device µs)."""
+    unit = "kernels" if device.type == "cuda" else "ops"
+    print(
+        f"\nper learn step (sample + update + priorities) on {device}, torch.profiler; {unit}: "
+        + ("GPU kernels" if device.type == "cuda" else "leaf ATen ops doing work")
+    )
+    print_table(
+        [
+            (
+                who,
+                how,
+                str(f.meta["batch"]),
+                f"{f.median:.1f}",
+                f"{f.meta.get('kernels', 0):,.0f}",
+                f"{f.meta.get('launches', 0):,.0f}",
+                f"{f.meta.get('host_us', 0):,.0f}",
+                "-" if f.meta.get("device_us") is None else f"{f.meta['device_us']:,.0f}",
+            )
+            for who, how, f in costs
+        ],
+        ("framework", "mode", "batch", "updates/s", unit, "launches", "host µs", "device µs"),
+    )
 
 
 def run_dqn_suite(
@@ -77,66 +208,38 @@ def run_dqn_suite(
     figures: list[Figure] = []
     notes = [] if notes is None else notes
     rows = []
+    costs: list[tuple[str, str, Figure]] = []
     for batch in batches:
         base: Figure | None = None
         for precision in precisions:
-            loop, agent = _rlamd_setup(batch, precision, device, warm)
-            mode = agent.precision.mode
-
-            def iterate(loop=loop) -> int:
-                for _ in range(iters):
-                    loop.iterate()
-                return iters
-
-            def learn(loop=loop) -> int:
-                for _ in range(iters):
-                    loop.learn(beta=0.4)
-                return iters
-
-            f_it = measure(f"dqn/rlamd_{mode}/b{batch}/iterations", "it/s", iterate, repeats=repeats, device=device,
-                           batch=batch, precision=mode)  # fmt: skip
-            f_up = measure(f"dqn/rlamd_{mode}/b{batch}/learner", "updates/s", learn, repeats=repeats, device=device,
-                           batch=batch, precision=mode)  # fmt: skip
-            figures += [f_it, f_up]
+            f_it, f_up, f_gr, cost = _rlamd_figures(batch, precision, device, warm, iters, repeats)
+            costs += cost
+            figures += [f_it, f_up, f_gr]
             base = base or f_it
-            rows.append((f"rlamd ({mode})", str(batch), f"{f_it.median:.1f}", f"{f_up.median:.1f}",
-                         f"{f_it.median / base.median:.2f}"))  # fmt: skip
-            loop.collector.close()
+            rows.append(_row(f"rlamd ({f_it.meta['precision']})", batch, f_it, f_up, base))
         if not peers:
             continue
         try:
-            model = _sb3_setup(batch, warm)
+            f_it, f_up = _sb3_figures(batch, device, warm, iters, repeats)
         except PeerUnavailable as exc:
             notes.append(f"Stable-Baselines3 skipped: {exc}")
             continue
-
-        def sb3_iterate(model=model) -> int:
-            model.learn(total_timesteps=iters, reset_num_timesteps=False)
-            return iters
-
-        def sb3_learn(model=model, batch=batch) -> int:
-            model.train(gradient_steps=iters, batch_size=batch)
-            return iters
-
-        f_it = measure(
-            f"dqn/sb3_fp32/b{batch}/iterations", "it/s", sb3_iterate, repeats=repeats, batch=batch
-        )
-        f_up = measure(
-            f"dqn/sb3_fp32/b{batch}/learner", "updates/s", sb3_learn, repeats=repeats, batch=batch
-        )
+        costs.append(("SB3 DQN (fp32)", "eager", f_up))
         figures += [f_it, f_up]
         assert base is not None
-        ratio = base.median / f_it.median
-        base.meta["ratio_to_sb3"] = ratio
-        rows.append(("SB3 DQN (fp32)", str(batch), f"{f_it.median:.1f}", f"{f_up.median:.1f}",
-                     f"{f_it.median / base.median:.2f}"))  # fmt: skip
-        model.env.close()
-    print(f"\ndqn on {device}: Breakout, 1 env, one update per env step, prioritized replay "
-          f"(median of {repeats} x {iters}; ratio = it/s / rlamd {precisions[0]}'s)")  # fmt: skip
+        base.meta["ratio_to_sb3"] = base.median / f_it.median
+        rows.append(_row("SB3 DQN (fp32)", batch, f_it, f_up, base))
+    print(
+        f"\ndqn on {device}: Breakout, 1 env, one update per env step, prioritized replay "
+        f"(median of {repeats} x {iters}; ratio = it/s / rlamd {precisions[0]}'s)"
+    )
     print_table(rows, ("framework", "batch", "iterations/s", "learner updates/s", "ratio"))
+    if costs:
+        _print_costs(device, costs)
     for f in figures:
         if "ratio_to_sb3" in f.meta:
             print(
-                f"rlamd {f.meta['precision']} at batch {f.meta['batch']}: {f.meta['ratio_to_sb3']:.2f}x SB3's iterations/s"
+                f"rlamd {f.meta['precision']} at batch {f.meta['batch']}: "
+                f"{f.meta['ratio_to_sb3']:.2f}x SB3's iterations/s"
             )
     return figures

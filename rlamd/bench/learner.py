@@ -1,11 +1,24 @@
-"""Learner throughput without envs: DQN updates/s at several batch sizes, PPO minibatch
-updates/s, per precision, on synthetic Atari batches already on the device."""
+"""Learner throughput without envs, per precision, eager and (on GPUs) CUDA/HIP graph:
+
+* DQN updates/s on synthetic Atari batches already on the device (``agent.update``);
+* the DQN learn step from a prioritized replay (sample, update, target sync, priority
+  write: ``agent.learn``, what training runs), eager and graph-captured, at the largest
+  batch;
+* PPO minibatch updates/s, eager and graph-captured;
+
+and what one learn step costs: kernels (GPU) or leaf ops (CPU), host submissions, host
+µs to issue it and device µs of kernel time (``torch.profiler``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
 import torch
 
-from .common import Figure, measure, print_table
+from .common import Figure, measure, print_table, step_cost
 
 __all__ = ["run_learner_suite"]
 
@@ -13,7 +26,192 @@ __all__ = ["run_learner_suite"]
 def _precisions(device: torch.device, native_bf16: bool) -> list[str]:
     if device.type == "cuda":
         return ["fp32", "bf16", "fp16"] if native_bf16 else ["fp32", "fp16"]
-    return ["fp32", "bf16"]
+    # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
+    return ["fp32", "bf16"] if native_bf16 else ["fp32"]
+
+
+def _graph_modes(device: torch.device) -> list[str]:
+    return ["off", "on"] if device.type == "cuda" else ["off"]
+
+
+def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0):
+    """A prioritized Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) with 4K records."""
+    from rlamd.replay import PrioritizedReplayBuffer
+
+    buf = PrioritizedReplayBuffer(
+        capacity,
+        8,
+        (4, 84, 84),
+        torch.uint8,
+        frame_stack=4,
+        num_actions=4,
+        n_step=3,
+        alpha=0.5,
+        device=device,
+        seed=seed,
+    )
+    rng = np.random.default_rng(seed)
+    z = np.zeros(8, dtype=bool)
+    frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
+    for t in range(512):
+        done = (np.arange(8) + t) % 97 == 0
+        obs = frames[t % 16]
+        buf.add(obs, rng.integers(0, 4, 8), rng.normal(size=8).astype(np.float32), z, done, obs)
+    return buf
+
+
+def _dqn_batch(batch: int, device: torch.device, g: torch.Generator):
+    """A synthetic Atari-shaped DQN batch on the device (drawn from ``g``)."""
+    from rlamd.replay import ReplayBatch
+
+    return ReplayBatch(
+        torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
+        torch.randint(0, 4, (batch,), device=device, generator=g),
+        torch.randn(batch, device=device, generator=g),
+        torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
+        torch.full((batch,), 0.97, device=device),
+        torch.ones(batch, device=device),
+        torch.arange(batch, device=device),
+    )
+
+
+def _repeat(fn: Callable[[], object], iters: int) -> Callable[[], int]:
+    """``iters`` calls of ``fn`` as one timed unit of work."""
+
+    def run() -> int:
+        for _ in range(iters):
+            fn()
+        return iters
+
+    return run
+
+
+@dataclass
+class _LearnerBench:
+    """One suite run: its settings and the figures, table rows and step costs it collects."""
+
+    device: torch.device
+    iters: int
+    repeats: int
+    g: torch.Generator
+    warm: int = 5
+    """Calls before timing: > GraphStep's warm-up, so graphs are captured first."""
+    figures: list[Figure] = field(default_factory=list)
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    costs: list[tuple[str, ...]] = field(default_factory=list)
+
+    def _cost_row(
+        self, label: str, precision: str, batch: int, graph: str, fn, fig: Figure
+    ) -> None:
+        c = step_cost(fn, self.device, iters=3)
+        fig.meta.update(c.to_dict())
+        dev_us = "-" if c.device_us is None else f"{c.device_us:,.0f}"
+        self.costs.append(
+            (
+                label,
+                precision,
+                str(batch),
+                graph,
+                f"{c.kernels:,.0f}",
+                f"{c.launches:,.0f}",
+                f"{c.host_us:,.0f}",
+                dev_us,
+            )
+        )
+
+    def dqn_update(self, precision: str, batch: int) -> None:
+        """DQN updates/s on one synthetic batch already on the device (``agent.update``)."""
+        from rlamd.agents.dqn import DQN, DQNConfig
+        from rlamd.precision import Precision
+
+        device = self.device
+        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device), graph="off")
+        b = _dqn_batch(batch, device, self.g)
+        f = measure(
+            f"learner/dqn/{precision}/b{batch}",
+            "updates/s",
+            _repeat(lambda: agent.update(b), self.iters),
+            repeats=self.repeats,
+            device=device,
+            precision=precision,
+            batch=batch,
+        )
+        self.figures.append(f)
+        self.rows.append(("DQN update", precision, str(batch), "off", f"{f.median:,.1f}"))
+
+    def dqn_learn(self, precision: str, batch: int, mode: str, buf) -> None:
+        """The DQN learn step from the prioritized replay ``buf`` (``agent.learn``)."""
+        from rlamd.agents.dqn import DQN, DQNConfig
+        from rlamd.precision import Precision
+
+        device = self.device
+        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device), graph=mode)
+        for _ in range(self.warm):
+            agent.learn(buf, batch, 0.5)
+        f = measure(
+            f"learner/dqn_learn/{precision}/b{batch}/graph_{mode}",
+            "updates/s",
+            _repeat(lambda: agent.learn(buf, batch, 0.5), self.iters),
+            repeats=self.repeats,
+            device=device,
+            precision=precision,
+            batch=batch,
+            graph=mode,
+            captured=bool(agent._learn_step and agent._learn_step.captured),
+        )
+        self.figures.append(f)
+        self.rows.append(
+            ("DQN learn step (replay)", precision, str(batch), mode, f"{f.median:,.1f}")
+        )
+        self._cost_row(
+            "DQN learn step", precision, batch, mode, lambda: agent.learn(buf, batch, 0.5), f
+        )
+
+    def ppo_minibatch(self, precision: str, mode: str, mb: int) -> None:
+        """PPO minibatch updates/s on ``mb`` synthetic rows (one epoch, one minibatch)."""
+        from rlamd.agents.ppo import PPO, PPOConfig
+        from rlamd.precision import Precision
+
+        device = self.device
+        cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
+        agent = PPO(cfg, (4, 84, 84), 4, device, Precision(precision, device), graph=mode)
+        rows_ = _ppo_rows(mb, device, self.g)
+        for _ in range(self.warm):
+            agent.learn(rows_)
+        f = measure(
+            f"learner/ppo/{precision}/mb{mb}/graph_{mode}",
+            "updates/s",
+            _repeat(lambda: agent.learn(rows_), self.iters),
+            repeats=self.repeats,
+            device=device,
+            precision=precision,
+            batch=mb,
+            graph=mode,
+        )
+        self.figures.append(f)
+        self.rows.append(("PPO minibatch", precision, str(mb), mode, f"{f.median:,.1f}"))
+        self._cost_row("PPO minibatch", precision, mb, mode, lambda: agent.learn(rows_), f)
+
+    def report(self) -> None:
+        """Print the throughput table and, when measured, the step-cost table."""
+        device = self.device
+        print(
+            f"\nlearner on {device}: Nature CNN, Atari-shaped batches on the device "
+            f"(median of {self.repeats} x {self.iters})"
+        )
+        print_table(self.rows, ("update", "precision", "batch", "graph", "updates/s"))
+        if not self.costs:
+            return
+        unit = "kernels" if device.type == "cuda" else "ops"
+        print(
+            f"\nper learn step on {device} (torch.profiler; {unit}: "
+            + ("GPU kernels run" if device.type == "cuda" else "leaf ATen ops doing work")
+            + "; launches: host submissions; host µs: time to issue it)"
+        )
+        print_table(
+            self.costs,
+            ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs"),
+        )
 
 
 def run_learner_suite(
@@ -22,67 +220,37 @@ def run_learner_suite(
     iters: int = 10,
     repeats: int = 3,
     ppo: bool = True,
+    replay: bool = True,
 ) -> list[Figure]:
-    from rlamd.agents.dqn import DQN, DQNConfig
-    from rlamd.agents.ppo import PPO, PPOConfig
     from rlamd.device import describe_device
-    from rlamd.precision import Precision
-    from rlamd.replay import ReplayBatch
 
     device = torch.device(device)
     info = describe_device(device)
-    g = torch.Generator(device=device).manual_seed(0)
-    figures: list[Figure] = []
-    rows = []
+    bench = _LearnerBench(device, iters, repeats, torch.Generator(device=device).manual_seed(0))
     mb = 256  # PPO minibatch: 8 envs x 128 steps / 4
+    buf = filled_replay(device) if replay else None
     for precision in _precisions(device, info.bf16):
         for batch in batches:
-            agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device))
-            b = ReplayBatch(
-                torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
-                torch.randint(0, 4, (batch,), device=device, generator=g),
-                torch.randn(batch, device=device, generator=g),
-                torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
-                torch.full((batch,), 0.97, device=device), torch.ones(batch, device=device),
-                torch.arange(batch, device=device),
-            )  # fmt: skip
-
-            def run(agent=agent, b=b) -> int:
-                for _ in range(iters):
-                    agent.update(b)
-                return iters
-
-            f = measure(f"learner/dqn/{precision}/b{batch}", "updates/s", run, repeats=repeats, device=device,
-                        precision=precision, batch=batch)  # fmt: skip
-            figures.append(f)
-            rows.append(("DQN update", precision, str(batch), f"{f.median:,.1f}"))
+            bench.dqn_update(precision, batch)
+            if buf is None or batch != max(batches):
+                continue
+            for mode in _graph_modes(device):
+                bench.dqn_learn(precision, batch, mode, buf)
         if ppo:
-            cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-            agent = PPO(cfg, (4, 84, 84), 4, device, Precision(precision, device))
-            obs = torch.randint(
-                0, 255, (mb, 4, 84, 84), dtype=torch.uint8, device=device, generator=g
-            )
-            actions = torch.randint(0, 4, (mb,), device=device, generator=g)
-            zeros = torch.zeros(mb, device=device)
+            for mode in _graph_modes(device):
+                bench.ppo_minibatch(precision, mode, mb)
+    bench.report()
+    return bench.figures
 
-            def run_ppo(agent=agent, obs=obs, actions=actions, zeros=zeros) -> int:
-                for _ in range(iters):
-                    agent._minibatch(
-                        obs,
-                        actions,
-                        zeros,
-                        zeros,
-                        torch.randn(mb, device=device, generator=g),
-                        zeros,
-                    )
-                return iters
 
-            f = measure(f"learner/ppo/{precision}/mb{mb}", "updates/s", run_ppo, repeats=repeats, device=device,
-                        precision=precision, batch=mb)  # fmt: skip
-            figures.append(f)
-            rows.append(("PPO minibatch", precision, str(mb), f"{f.median:,.1f}"))
-    print(
-        f"\nlearner on {device}: Nature CNN, synthetic Atari batches on the device (median of {repeats} x {iters})"
+def _ppo_rows(mb: int, device: torch.device, g: torch.Generator):
+    from rlamd.agents.ppo import PPORows
+
+    return PPORows(
+        torch.randint(0, 255, (mb, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
+        torch.randint(0, 4, (mb,), device=device, generator=g),
+        torch.zeros(mb, device=device),
+        torch.zeros(mb, device=device),
+        torch.randn(mb, device=device, generator=g),
+        torch.zeros(mb, device=device),
     )
-    print_table(rows, ("update", "precision", "batch", "updates/s"))
-    return figures

@@ -2,7 +2,8 @@
 
 Hyperparameters for every framework: 8 envs x 128 steps, 4 epochs, 4 minibatches (256),
 lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5, gamma 0.99, lambda 0.95
-(CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, on the CPU. RLlib (new API stack)
+(CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, on the bench's device (SB3
+too: ``device=`` the same device; RLlib only on the CPU). RLlib (new API stack)
 runs its env runner and learner in this process (no remote actors), with its own Atari
 wrappers (``wrap_atari_for_new_api_stack``, 84x84, 4 frames). The raw ``AtariVectorEnv``
 with 8 envs and random actions is the ceiling no learner can pass.
@@ -22,19 +23,53 @@ GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
 
 
 def _rlamd_loop(num_envs: int, precision: str, device: torch.device):
-    from rlamd.agents.ppo import PPOConfig
+    from rlamd.algos import build_agent
     from rlamd.collector import Collector
-    from rlamd.envs import AtariConfig, make_env
+    from rlamd.envs import make_env
     from rlamd.loops import OnPolicyLoop
-    from rlamd.train import TrainConfig, build_agent
+    from rlamd.runconfig import RunConfig, TrainConfig
 
     env = make_env(GAME, num_envs=num_envs)
     train = TrainConfig(
         env=GAME, algo="ppo", num_envs=num_envs, precision=precision, device=str(device)
     )
-    sections = {"train": train, "ppo": PPOConfig(), "atari": AtariConfig()}
-    agent, _ = build_agent(sections, device, env=env)
-    return OnPolicyLoop(Collector(env, device, seed=0), agent, sections["ppo"], train.steps), agent
+    cfg = RunConfig(train=train)
+    agent = build_agent(cfg, device, env)
+    return OnPolicyLoop(Collector(env, device, seed=0), agent, cfg.ppo, train.steps), agent
+
+
+def _rllib_config(module, n: int):
+    """RLlib's PPO config with this bench's settings for ``n`` envs (see the module docstring)."""
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    return (
+        module.PPOConfig()
+        .environment("rlamd_bench_breakout", clip_rewards=True)
+        .env_runners(num_env_runners=0, num_envs_per_env_runner=n, rollout_fragment_length=128)
+        .learners(num_learners=0)
+        .training(
+            train_batch_size_per_learner=128 * n,
+            minibatch_size=128 * n // 4,
+            num_epochs=4,
+            lr=2.5e-4,
+            clip_param=0.1,
+            vf_clip_param=10.0,
+            entropy_coeff=0.01,
+            vf_loss_coeff=0.5,
+            grad_clip=0.5,
+            gamma=0.99,
+            lambda_=0.95,
+        )
+        .rl_module(
+            model_config=DefaultModelConfig(
+                conv_filters=[[32, 8, 4], [64, 4, 2], [64, 3, 1]],
+                conv_activation="relu",
+                head_fcnet_hiddens=[512],
+                vf_share_layers=True,
+            )
+        )
+        .debugging(seed=0)
+    )
 
 
 def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
@@ -44,7 +79,6 @@ def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
     import gymnasium as gym
     import ray
     from ray import tune
-    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
 
     gym.register_envs(ale_py)
@@ -57,20 +91,7 @@ def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     tune.register_env("rlamd_bench_breakout", make)
-    config = (
-        module.PPOConfig()
-        .environment("rlamd_bench_breakout", clip_rewards=True)
-        .env_runners(num_env_runners=0, num_envs_per_env_runner=n, rollout_fragment_length=128)
-        .learners(num_learners=0)
-        .training(train_batch_size_per_learner=128 * n, minibatch_size=128 * n // 4, num_epochs=4, lr=2.5e-4,
-                  clip_param=0.1, vf_clip_param=10.0, entropy_coeff=0.01, vf_loss_coeff=0.5, grad_clip=0.5,
-                  gamma=0.99, lambda_=0.95)
-        .rl_module(model_config=DefaultModelConfig(conv_filters=[[32, 8, 4], [64, 4, 2], [64, 3, 1]],
-                                                   conv_activation="relu", head_fcnet_hiddens=[512],
-                                                   vf_share_layers=True))
-        .debugging(seed=0)
-    )  # fmt: skip
-    algo = config.build_algo()
+    algo = _rllib_config(module, n).build_algo()
     try:
 
         def run_rllib() -> int:
@@ -80,12 +101,120 @@ def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
                 done += int(result["env_runners"]["num_env_steps_sampled"])
             return done
 
-        return measure(f"ppo/rllib_fp32/{n}envs", "env steps/s", run_rllib, repeats=repeats, num_envs=n,
-                       version=ray.__version__)  # fmt: skip
+        return measure(
+            f"ppo/rllib_fp32/{n}envs",
+            "env steps/s",
+            run_rllib,
+            repeats=repeats,
+            num_envs=n,
+            version=ray.__version__,
+        )
     finally:
         algo.stop()
         if started:
             ray.shutdown()
+
+
+def _sb3_figure(n: int, device: torch.device, iters: int, repeats: int) -> Figure:
+    """SB3 PPO with the same settings; raises :class:`PeerUnavailable` when SB3 cannot run."""
+    module = sb3()
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    env = VecFrameStack(make_atari_env(GYM_ID, n_envs=n, seed=0), n_stack=4)
+    model = module.PPO(
+        "CnnPolicy",
+        env,
+        n_steps=128,
+        n_epochs=4,
+        batch_size=128 * n // 4,
+        learning_rate=2.5e-4,
+        clip_range=0.1,
+        ent_coef=0.01,
+        vf_coef=0.5,
+        max_grad_norm=0.5,
+        gamma=0.99,
+        gae_lambda=0.95,
+        device=str(device),
+        verbose=0,
+        seed=0,
+    )
+
+    def run_sb3() -> int:
+        model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
+        return iters * 128 * n
+
+    f = measure(
+        f"ppo/sb3_fp32/{n}envs", "env steps/s", run_sb3, repeats=repeats, num_envs=n, device=device
+    )
+    env.close()
+    return f
+
+
+def _rlamd_figure(n: int, precision: str, device: torch.device, iters: int, repeats: int) -> Figure:
+    """rlamd's env steps/s through the training loop, learning included."""
+    loop, agent = _rlamd_loop(n, precision, device)
+
+    def run() -> int:
+        for _ in range(iters):
+            loop.iterate()
+        return iters * loop.rollout.num_steps * loop.collector.num_envs
+
+    f = measure(
+        f"ppo/rlamd_{agent.precision.mode}/{n}envs",
+        "env steps/s",
+        run,
+        repeats=repeats,
+        device=device,
+        num_envs=n,
+        precision=agent.precision.mode,
+    )
+    loop.collector.close()
+    return f
+
+
+def _raw_figure(n: int, repeats: int) -> Figure:
+    """The raw vector env with random actions: the ceiling no learner can pass."""
+    from rlamd.bench.env import _raw
+
+    raw = _raw(GAME, n)
+    raw.reset(seed=0)
+    acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+
+    def run_raw() -> int:
+        for a in acts:
+            raw.step(a)
+        return len(acts) * len(acts[0])
+
+    f = measure(f"ppo/raw_env_ceiling/{n}envs", "env steps/s", run_raw, repeats=repeats, num_envs=n)
+    raw.close()
+    return f
+
+
+def _peer_figures(
+    n: int, device: torch.device, iters: int, repeats: int, notes: list[str]
+) -> list[tuple[str, str, Figure]]:
+    """(row label, peer key, figure) for SB3 and RLlib, each skipped with a note when it
+    cannot run (RLlib off the CPU: its learner runs on the CPU here, not comparable)."""
+    out = []
+    try:
+        out.append(("SB3 PPO (fp32)", "sb3", _sb3_figure(n, device, iters, repeats)))
+    except PeerUnavailable as exc:
+        notes.append(f"Stable-Baselines3 skipped: {exc}")
+    try:
+        if device.type != "cpu":
+            raise PeerUnavailable(f"RLlib's figure is CPU-only in this bench (device {device})")
+        out.append(("RLlib PPO (fp32)", "rllib", _rllib_figure(n, iters, repeats)))
+    except PeerUnavailable as exc:
+        notes.append(f"RLlib skipped: {exc}")
+    return out
+
+
+def _row(who: str, n: int, f: Figure, base: Figure) -> tuple[str, ...]:
+    return (who, str(n), f"{f.median:,.0f}", f"{f.median / base.median:.2f}")
 
 
 def run_ppo_suite(
@@ -104,101 +233,28 @@ def run_ppo_suite(
     for n in env_counts:
         base = None
         for precision in precisions:
-            loop, agent = _rlamd_loop(n, precision, device)
-
-            def run(loop=loop) -> int:
-                for _ in range(iters):
-                    loop.iterate()
-                return iters * loop.rollout.num_steps * loop.collector.num_envs
-
-            f = measure(f"ppo/rlamd_{agent.precision.mode}/{n}envs", "env steps/s", run, repeats=repeats,
-                        device=device, num_envs=n, precision=agent.precision.mode)  # fmt: skip
+            f = _rlamd_figure(n, precision, device, iters, repeats)
             figures.append(f)
             base = base or f
-            rows.append(
-                (
-                    f"rlamd ({agent.precision.mode})",
-                    str(n),
-                    f"{f.median:,.0f}",
-                    f"{f.median / base.median:.2f}",
-                )
-            )
-            loop.collector.close()
-        if peers and device.type == "cpu":
-            try:
-                module = sb3()
-                import ale_py
-                import gymnasium as gym
-                from stable_baselines3.common.env_util import make_atari_env
-                from stable_baselines3.common.vec_env import VecFrameStack
-
-                gym.register_envs(ale_py)
-                env = VecFrameStack(make_atari_env(GYM_ID, n_envs=n, seed=0), n_stack=4)
-                model = module.PPO("CnnPolicy", env, n_steps=128, n_epochs=4, batch_size=128 * n // 4,
-                                   learning_rate=2.5e-4, clip_range=0.1, ent_coef=0.01, vf_coef=0.5,
-                                   max_grad_norm=0.5, gamma=0.99, gae_lambda=0.95, device="cpu", verbose=0, seed=0)  # fmt: skip
-
-                def run_sb3(model=model, n=n) -> int:
-                    model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
-                    return iters * 128 * n
-
-                f = measure(
-                    f"ppo/sb3_fp32/{n}envs", "env steps/s", run_sb3, repeats=repeats, num_envs=n
-                )
-                figures.append(f)
-                assert base is not None
-                base.meta["ratio_to_sb3"] = base.median / f.median
-                rows.append(
-                    ("SB3 PPO (fp32)", str(n), f"{f.median:,.0f}", f"{f.median / base.median:.2f}")
-                )
-                env.close()
-            except PeerUnavailable as exc:
-                notes.append(f"Stable-Baselines3 skipped: {exc}")
-            try:
-                f = _rllib_figure(n, iters, repeats)
-                figures.append(f)
-                assert base is not None
-                base.meta["ratio_to_rllib"] = base.median / f.median
-                rows.append(
-                    (
-                        "RLlib PPO (fp32)",
-                        str(n),
-                        f"{f.median:,.0f}",
-                        f"{f.median / base.median:.2f}",
-                    )
-                )
-            except PeerUnavailable as exc:
-                notes.append(f"RLlib skipped: {exc}")
-        from rlamd.bench.env import _raw
-
-        raw = _raw(GAME, n)
-        raw.reset(seed=0)
-        acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
-
-        def run_raw(raw=raw, acts=acts) -> int:
-            for a in acts:
-                raw.step(a)
-            return len(acts) * len(acts[0])
-
-        f = measure(
-            f"ppo/raw_env_ceiling/{n}envs", "env steps/s", run_raw, repeats=repeats, num_envs=n
-        )
+            rows.append(_row(f"rlamd ({f.meta['precision']})", n, f, base))
+        assert base is not None
+        for who, peer, f in _peer_figures(n, device, iters, repeats, notes) if peers else []:
+            figures.append(f)
+            base.meta[f"ratio_to_{peer}"] = base.median / f.median
+            rows.append(_row(who, n, f, base))
+        f = _raw_figure(n, repeats)
         figures.append(f)
-        rows.append(
-            (
-                "raw AtariVectorEnv (no learning)",
-                str(n),
-                f"{f.median:,.0f}",
-                f"{f.median / base.median:.2f}",
-            )
-        )
-        raw.close()
-    print(f"\nppo on {device}: Breakout, 128 steps x envs per rollout, 4 epochs x 4 minibatches "
-          f"(median of {repeats} x {iters} rollouts; ratio = steps/s / rlamd {precisions[0]}'s)")  # fmt: skip
+        rows.append(_row("raw AtariVectorEnv (no learning)", n, f, base))
+    print(
+        f"\nppo on {device}: Breakout, 128 steps x envs per rollout, 4 epochs x 4 minibatches "
+        f"(median of {repeats} x {iters} rollouts; ratio = steps/s / rlamd {precisions[0]}'s)"
+    )
     print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
     for f in figures:
         for peer, name in (("sb3", "SB3"), ("rllib", "RLlib")):
             if f"ratio_to_{peer}" in f.meta:
-                print(f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: "
-                      f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s")  # fmt: skip
+                print(
+                    f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: "
+                    f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s"
+                )
     return figures

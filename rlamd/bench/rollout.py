@@ -1,15 +1,20 @@
-"""Env steps/s of Ray rollout actors: 1, 2 and 4 actors against one in-process collector.
+"""Env steps/s of Ray rollout actors, and the bytes each transition costs the object store.
 
 Each actor is the rollout worker of ``--ray`` DQN runs: its own Breakout vector env, a
 CPU copy of the Q-network acting with Ape-X epsilons, and the chunk's initial
-priorities computed before it ships. The baseline is the same worker in this process
-with the same single thread (no Ray, no object store), measured in the same run. Scaling is bounded by the cores:
-on a 2-core machine 4 actors share 2 cores.
+priorities computed before it ships. Both chunk encodings are measured in the same run:
+``stacks`` (every observation's whole 4x84x84 stack) and ``frames`` (each env's newest
+frame per step plus the stacks where the chain breaks, ``ray.ship_frames``; the learner
+rebuilds the stacks). Bytes per transition are a pickled chunk's size over its
+transitions (what the object store holds and a learner fetches). The baseline is the
+same worker in this process with the same single thread (no Ray, no object store).
+Scaling is bounded by the cores: on a 2-core machine 4 actors share 2 cores.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import time
 
 import torch
@@ -18,13 +23,17 @@ from .common import Figure, measure, print_table
 
 __all__ = ["run_rollout_suite"]
 
+ENCODINGS = ("stacks", "frames")
+"""Chunk encodings compared: whole stacks (before) and newest frames (``ray.ship_frames``)."""
 
-def _sections(game: str, envs: int, chunk: int, workers: int):
-    from rlamd.train import sections_from_dicts
 
-    return sections_from_dicts({
+def _sections(game: str, envs: int, chunk: int, workers: int, frames: bool):
+    from rlamd.runconfig import RunConfig
+
+    return RunConfig.from_dict({
         "train": {"env": game, "algo": "dqn", "device": "cpu", "seed": 1},
-        "ray": {"num_rollout_workers": workers, "envs_per_worker": envs, "chunk_steps": chunk},
+        "ray": {"num_rollout_workers": workers, "envs_per_worker": envs, "chunk_steps": chunk,
+                "ship_frames": frames},
     })  # fmt: skip
 
 
@@ -37,6 +46,7 @@ def run_rollout_suite(
     repeats: int = 3,
     notes: list[str] | None = None,
 ) -> list[Figure]:
+    """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
     try:
         import ray
     except ImportError:
@@ -47,23 +57,36 @@ def run_rollout_suite(
     from rlamd.distributed.roles import RolloutWorker
 
     per_chunk = chunk_steps * envs_per_worker
-    sections = _sections(game, envs_per_worker, chunk_steps, max(actors))
-    local = RolloutWorker(sections, 0)
-
-    def in_process() -> int:
-        for _ in range(rounds):
-            local.collect(None, 0, chunk_steps)
-        return rounds * per_chunk
-
-    # One thread, as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1 there).
+    sections = {
+        enc: _sections(game, envs_per_worker, chunk_steps, max(actors), enc == "frames")
+        for enc in ENCODINGS
+    }
+    figures: list[Figure] = []
     threads = torch.get_num_threads()
+    # One thread, as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1 there).
     torch.set_num_threads(1)
     try:
-        figures = [measure(f"rollout/in_process/{envs_per_worker}envs", "env steps/s", in_process,
-                           repeats=repeats, actors=0, envs_per_worker=envs_per_worker)]  # fmt: skip
+        for enc in ENCODINGS:
+            local = RolloutWorker(sections[enc], 0)
+            sizes = []
+            for _ in range(rounds):
+                payload, info = local.collect(None, 0, chunk_steps)
+                sizes.append(len(pickle.dumps(payload, protocol=5)) / info.env_steps)
+            figures.append(Figure(f"rollout/{enc}/bytes_per_transition", "bytes",
+                                  sorted(sizes)[len(sizes) // 2], min(sizes), max(sizes), sizes,
+                                  {"encoding": enc}))  # fmt: skip
+
+            def in_process(local=local) -> int:
+                for _ in range(rounds):
+                    local.collect(None, 0, chunk_steps)
+                return rounds * per_chunk
+
+            figures.append(measure(f"rollout/{enc}/in_process/{envs_per_worker}envs",
+                                   "env steps/s", in_process, repeats=repeats, actors=0,
+                                   envs_per_worker=envs_per_worker, encoding=enc))  # fmt: skip
+            local.close()
     finally:
         torch.set_num_threads(threads)
-    local.close()
     started = not ray.is_initialized()
     if started:
         ray.init(
@@ -73,32 +96,56 @@ def run_rollout_suite(
         )
     try:
         for n in actors:
-            workers = [_RayWorker.options(num_cpus=1).remote(sections, i) for i in range(n)]
+            for enc in ENCODINGS:
+                workers = [_RayWorker.options(num_cpus=1).remote(sections[enc], i)
+                           for i in range(n)]  # fmt: skip
 
-            def on_ray(workers=workers) -> int:
-                # Every actor keeps ``rounds`` chunks queued; the driver only waits.
-                refs = [w.collect.options(num_returns=2).remote(None, 0, chunk_steps)[1]
-                        for _ in range(rounds) for w in workers]  # fmt: skip
-                ray.get(refs)
-                return len(refs) * per_chunk
+                def on_ray(workers=workers) -> int:
+                    # Every actor keeps ``rounds`` chunks queued; the driver only waits.
+                    refs = [w.collect.options(num_returns=2).remote(None, 0, chunk_steps)[1]
+                            for _ in range(rounds) for w in workers]  # fmt: skip
+                    ray.get(refs)
+                    return len(refs) * per_chunk
 
-            figures.append(measure(f"rollout/ray/{n}actors", "env steps/s", on_ray, repeats=repeats,
-                                   actors=n, envs_per_worker=envs_per_worker))  # fmt: skip
-            for w in workers:
-                ray.kill(w)
-            time.sleep(0.5)
+                figures.append(measure(f"rollout/{enc}/ray/{n}actors", "env steps/s", on_ray,
+                                       repeats=repeats, actors=n, encoding=enc,
+                                       envs_per_worker=envs_per_worker))  # fmt: skip
+                for w in workers:
+                    ray.kill(w)
+                time.sleep(0.5)
     finally:
         if started:
             ray.shutdown()
-    base = figures[0].median
-    one = figures[1].median
-    rows = [("in-process worker, 1 thread", str(envs_per_worker), f"{base:,.0f}", "1.00", "-")]
-    for f in figures[1:]:
-        f.meta["ratio_to_in_process"] = f.median / base
-        f.meta["scaling_vs_1_actor"] = f.median / one
-        rows.append((f"{f.meta['actors']} Ray actor(s)", str(f.meta["actors"] * envs_per_worker),
-                     f"{f.median:,.0f}", f"{f.median / base:.2f}", f"{f.median / one:.2f}"))  # fmt: skip
-    print(f"\nrollout: {game}, Ray rollout actors x {envs_per_worker} envs, DQN acting + priorities, "
-          f"chunks of {chunk_steps} steps; {os.cpu_count()} cores; median of {repeats}")  # fmt: skip
-    print_table(rows, ("collector", "envs", "env steps/s", "vs in-process", "vs 1 actor"))
+    _report(figures, game, actors, envs_per_worker, chunk_steps, repeats)
     return figures
+
+
+def _report(
+    figures: list[Figure],
+    game: str,
+    actors: tuple[int, ...],
+    envs: int,
+    chunk_steps: int,
+    repeats: int,
+) -> None:
+    by = {f.name: f for f in figures}
+    size = {enc: by[f"rollout/{enc}/bytes_per_transition"].median for enc in ENCODINGS}
+    base = by[f"rollout/stacks/in_process/{envs}envs"].median
+    rows = [("bytes per transition", "-", *(f"{size[e]:,.0f}" for e in ENCODINGS),
+             f"{size['frames'] / size['stacks']:.2f}")]  # fmt: skip
+    by["rollout/frames/bytes_per_transition"].meta["ratio_to_stacks"] = (
+        size["frames"] / size["stacks"]
+    )
+    keys = [f"in_process/{envs}envs", *(f"ray/{n}actors" for n in actors)]
+    for key in keys:
+        a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
+        for f in (a, b):
+            f.meta["ratio_to_in_process_stacks"] = f.median / base
+        b.meta["ratio_to_stacks"] = b.median / a.median
+        what = "in-process worker, 1 thread" if key.startswith("in_process") else (
+            f"{a.meta['actors']} Ray actor(s) x {envs} envs")  # fmt: skip
+        rows.append((f"{what}: env steps/s", f"{base:,.0f}", f"{a.median:,.0f}",
+                     f"{b.median:,.0f}", f"{b.median / a.median:.2f}"))  # fmt: skip
+    print(f"\nrollout: {game}, DQN acting + priorities, chunks of {chunk_steps} steps, "
+          f"stacks vs frames measured in this run; {os.cpu_count()} cores; median of {repeats}")  # fmt: skip
+    print_table(rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))

@@ -58,6 +58,8 @@ class RayConfig:
     """CPUs reserved for each learner actor."""
     chunk_steps: int = 32
     """DQN: vector steps per chunk a rollout actor ships (chunk_steps x envs_per_worker transitions)."""
+    ship_frames: bool = True
+    """DQN: chunks carry each env's newest frame per step and learners rebuild the stacks (false: whole stacks, about 4x the bytes on Atari)."""
     weights_every: int = 100
     """DQN: learner updates between weight broadcasts to rollout workers (Ape-X: every 400 frames)."""
     apex_epsilon: float = 0.4
@@ -72,6 +74,8 @@ class RayConfig:
     """Seconds to wait for the cluster to place every actor before giving up with a report."""
     group_timeout_s: float = 300.0
     """Seconds a learner waits on the others (process-group setup, each all-reduce)."""
+    stall_timeout_s: float = 600.0
+    """Seconds the driver waits for any rollout worker's data (restarts on other nodes included) before it stops the run with a report."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -88,6 +92,7 @@ class RayConfig:
             "cpus_per_learner",
             "placement_timeout_s",
             "group_timeout_s",
+            "stall_timeout_s",
         ):
             if not getattr(self, name) > 0:
                 raise ValueError(f"ray.{name}={getattr(self, name)}; accepted: a number > 0")

@@ -3,7 +3,10 @@
 The driver (the process running ``rlamd.train``) owns no model it trains: it connects to
 Ray, checks that the requested layout fits the cluster, places the actors, and moves
 object references between them. The training loop, logging, evaluation and checkpoints
-are the single-process ones (:func:`rlamd.train.run`), fed by a :class:`RayEngine`.
+are the single-process ones (:func:`rlamd.runner.run`), fed by a :class:`RayEngine`.
+What is scheduled between the actors is the algorithm's: its driver class
+(:class:`rlamd.distributed.apex.ApexDriver`, :class:`rlamd.distributed.ppo_sync.SyncPPODriver`)
+comes from the algorithm object.
 
 DQN (Ape-X, Horgan et al. 2018, https://arxiv.org/abs/1803.00933): every rollout worker
 runs its own vector env with its own epsilons, ships chunks with the initial priorities
@@ -28,12 +31,16 @@ from typing import Any
 
 import ray
 import torch
-from ray.exceptions import ActorUnavailableError, RayActorError
+from ray.exceptions import ObjectLostError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from rlamd.algos import build_agent, get_algorithm
+from rlamd.algos.base import Policy
 from rlamd.config import ConfigError
+from rlamd.runconfig import RunConfig
 
+from .apex import ApexDriver
 from .config import (
     ClusterFitError,
     LearnerFailed,
@@ -42,12 +49,13 @@ from .config import (
     learner_device_spec,
     plan_layout,
 )
+from .ppo_sync import SyncPPODriver
 from .roles import Learner, RolloutWorker
 
-__all__ = ["RayEngine", "connect"]
+__all__ = ["DRIVERS", "RayEngine", "connect"]
 
-_WORKER_LOST = (RayActorError, ActorUnavailableError)
-_UPDATES_PER_CALL = 1000
+DRIVERS: dict[str, type] = {"dqn": ApexDriver, "ppo": SyncPPODriver}
+"""Algorithm name -> the class that schedules its actors (see docs/ARCHITECTURE.md)."""
 
 
 # ---------------------------------------------------------------------- cluster
@@ -106,6 +114,11 @@ def _nodes() -> list[dict[str, float]]:
     return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
 
 
+def _alive_nodes() -> dict[str, str]:
+    """Node id -> address of every alive node."""
+    return {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
+
+
 def _wait_placed(group, what: str, timeout: float, layout: dict) -> None:
     ready, _ = ray.wait([group.ready()], timeout=timeout)
     if not ready:
@@ -125,11 +138,11 @@ def _where() -> dict:
 
 @ray.remote
 class _RayWorker(RolloutWorker):
-    def __init__(self, sections: dict[str, Any], index: int) -> None:
+    def __init__(self, cfg: RunConfig, index: int) -> None:
         with warnings.catch_warnings():  # Ray 2.x warns about its own use of actor_id here
             warnings.simplefilter("ignore", DeprecationWarning)
             restarted = ray.get_runtime_context().was_current_actor_reconstructed
-        super().__init__(sections, index, restarted)
+        super().__init__(cfg, index, restarted)
 
     where = staticmethod(_where)
 
@@ -141,47 +154,59 @@ class _RayLearner(Learner):
 
 # ---------------------------------------------------------------------- engine
 class RayEngine:
-    """What :func:`rlamd.train.run` steps on Ray: same interface as the local engine."""
+    """What :func:`rlamd.runner.run` steps on Ray: the :class:`rlamd.engine.Engine` interface.
 
-    def __init__(self, sections: dict[str, Any], start_step: int, agent_state: dict | None, log) -> None:  # fmt: skip
-        self.sections, self.log = sections, log
-        train, rc = sections["train"], sections["ray"]
-        self.train, self.rc, self.algo = train, rc, train.algo
-        W, L = rc.num_rollout_workers, rc.num_learners
-        if W < L:
-            raise ConfigError(f"ray.num_rollout_workers={W} < ray.num_learners={L}: every learner needs a rollout worker of its own; accepted: --num-rollout-workers >= --num-learners")  # fmt: skip
-        if train.algo == "dqn" and sections["dqn"].batch_size % L:
-            raise ConfigError(f"dqn.batch_size={sections['dqn'].batch_size} must be a multiple of ray.num_learners={L} "
-                              "(each learner takes an equal share of every batch)")  # fmt: skip
-        if train.algo == "ppo" and W % L:
-            raise ConfigError(f"ray.num_rollout_workers={W} must be a multiple of ray.num_learners={L} for PPO "
-                              "(each learner takes an equal share of every rollout)")  # fmt: skip
+    It places the actors and keeps what every algorithm shares (weights and their
+    version, worker losses, learner failures, metrics); the algorithm's driver decides
+    what flows between workers and learners.
+    """
+
+    def __init__(self, cfg: RunConfig, start_step: int, agent_state: dict | None, log) -> None:
+        self.cfg, self.log = cfg, log
+        self.train, self.rc = cfg.train, cfg.ray
+        self.algo = get_algorithm(cfg.train.algo)
+        driver_cls = DRIVERS[self.algo.name]
+        # The layout's own rules (workers per learner, batch shares) were checked with the
+        # settings (rlamd.rules), before anything started.
+        W, L = self.rc.num_rollout_workers, self.rc.num_learners
+        self.device = torch.device("cpu")
+        """The driver's own device (it evaluates a CPU copy of the policy)."""
         self.groups: list = []
         self.learners: list = []
         self.workers: list = []
-        self.how = connect(rc.address, L * rc.cpus_per_learner + W * rc.cpus_per_worker, log)
+        self.how = connect(
+            self.rc.address, L * self.rc.cpus_per_learner + W * self.rc.cpus_per_worker, log
+        )
         try:
-            self._place(agent_state)
+            self._place(agent_state, driver_cls.layout_lines(cfg))
         except BaseException:
             self.close()
             raise
         self.step = start_step
+        """Env steps collected (the driver counts them as chunks or rollouts arrive)."""
         self.worker_restarts = 0
+        """Rollout worker restarts seen: a failed call, or a new incarnation reporting."""
         self.lost_chunks = 0
+        """Payloads dropped: a worker died with them, or their node left before a learner took them."""
+        self.lost_nodes = 0
+        """Nodes that left the cluster during the run (their actors were lost with them)."""
+        self._nodes = _alive_nodes()
         self._down: set[int] = set()
+        self._incarnation: dict[int, int] = {}
         self.updates = int(agent_state.get("updates", 0)) if agent_state else 0
-        self._metrics: dict[str, float] = {}
+        self.latest: dict[str, float] = {}
+        """Learner 0's newest metrics."""
         self._eval_agent = None
-        self._weights: Any = self.learners[0].weights.remote()
+        self.weights: Any = self.learners[0].weights.remote()
         self.version = 0
-        if self.algo == "dqn":
-            self._dqn_init()
+        self.about = ("cluster.txt", self.detail + "\n")
+        self.driver = driver_cls(self)
 
     # ------------------------------------------------------------------ placement
-    def _place(self, agent_state: dict | None) -> None:
-        rc, train = self.rc, self.train
+    def _place(self, agent_state: dict | None, algo_lines: list[str]) -> None:
+        rc = self.rc
         layout = plan_layout(rc, _nodes())
-        spec = learner_device_spec(train.device, layout["gpus"])
+        spec = learner_device_spec(self.train.device, layout["gpus"])
         lg = placement_group([layout["learner"]] * rc.num_learners, strategy="PACK")
         self.groups.append(lg)
         _wait_placed(lg, "learners", rc.placement_timeout_s, layout)
@@ -196,50 +221,46 @@ class RayEngine:
                 num_cpus=rc.cpus_per_learner, num_gpus=layout["gpus"], max_restarts=0,
                 name=f"rlamd-learner-{r}-{tag}",
                 scheduling_strategy=PlacementGroupSchedulingStrategy(lg, r),
-            ).remote(self.sections, r, L, spec, streams))  # fmt: skip
+            ).remote(self.cfg, r, L, spec, streams))  # fmt: skip
         for w in range(W):
             self.workers.append(_RayWorker.options(
-                num_cpus=rc.cpus_per_worker, max_restarts=rc.max_worker_restarts, max_task_retries=0,
-                name=f"rlamd-worker-{w}-{tag}",
+                num_cpus=rc.cpus_per_worker, max_restarts=rc.max_worker_restarts,
+                max_task_retries=0, name=f"rlamd-worker-{w}-{tag}",
                 scheduling_strategy=PlacementGroupSchedulingStrategy(wg, w),
-            ).remote(self.sections, w))  # fmt: skip
+            ).remote(self.cfg, w))  # fmt: skip
         addr, port = ray.get(self.learners[0].rendezvous.remote())
-        devices = self._get(
-            [ln.join.remote(addr, port) for ln in self.learners], what="joining the process group"
-        )
+        devices = self.get([ln.join.remote(addr, port) for ln in self.learners],
+                           what="joining the process group")  # fmt: skip
         if agent_state is not None:
-            self._get(
-                [ln.load.remote(agent_state) for ln in self.learners], what="loading the checkpoint"
-            )
-        described = self._get([ln.describe.remote() for ln in self.learners], what="starting")
-        where_l = self._get([ln.where.remote() for ln in self.learners], what="starting")
+            self.get([ln.load.remote(agent_state) for ln in self.learners],
+                     what="loading the checkpoint")  # fmt: skip
+        described = self.get([ln.describe.remote() for ln in self.learners], what="starting")
+        where_l = self.get([ln.where.remote() for ln in self.learners], what="starting")
         where_w = ray.get([w.where.remote() for w in self.workers])
         for msg in described[0]["messages"]:
             self.log(msg)
-        group = "no process group (one learner)" if L == 1 else (
-            f"torch.distributed {'nccl' if devices[0].startswith('cuda') else 'gloo'} group of {L} at {addr}:{port}")  # fmt: skip
+        backend = "nccl" if devices[0].startswith("cuda") else "gloo"
+        group = ("no process group (one learner)" if L == 1
+                 else f"torch.distributed {backend} group of {L} at {addr}:{port}")  # fmt: skip
         lines = [f"rlamd: Ray {ray.__version__}, {self.how}; {layout['where']}",
                  f"rlamd: {L} learner(s), {group}:"]  # fmt: skip
         for d, w in zip(described, where_l, strict=True):
             gpu = f", Ray GPU ids {','.join(w['gpus'])}" if w["gpus"] else ""
-            lines.append(f"rlamd:   learner {d['rank']} on {w['ip']} (pid {w['pid']}{gpu}): {d['summary']}, "
-                         f"precision {d['precision']}" + (f", replay shard {d['replay']:,}" if d["replay"] else ""))  # fmt: skip
+            shard = f", replay shard {d['replay']:,}" if d["replay"] else ""
+            lines.append(f"rlamd:   learner {d['rank']} on {w['ip']} (pid {w['pid']}{gpu}): "
+                         f"{d['summary']}, precision {d['precision']}{shard}")  # fmt: skip
         nodes = sorted({w["ip"] for w in where_w})
-        lines.append(f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on {len({w['node'] for w in where_w})} "
-                     f"node(s) ({', '.join(nodes)})")  # fmt: skip
-        if self.algo == "dqn":
-            eps = [e for i in range(W) for e in rc.epsilons(i)]
-            lines.append(f"rlamd: Ape-X epsilons {min(eps):.2g}..{max(eps):.2g} over {len(eps)} envs; "
-                         f"chunks of {rc.chunk_steps} steps")  # fmt: skip
-            if self.sections["train"].save_replay:
-                lines.append(
-                    "rlamd: note: --save-replay is not supported with --ray; checkpoints hold the agent only"
-                )
-        self.layout_text = "\n".join(lines)
+        lines.append(f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on "
+                     f"{len({w['node'] for w in where_w})} node(s) ({', '.join(nodes)})")  # fmt: skip
+        self.detail = "\n".join(lines + algo_lines)
 
-    def _get(self, refs: list, what: str) -> list:
+    def get(self, refs: list, what: str, lost: list | None = None) -> list:
         """Results of learner calls, in order; a dead learner becomes :class:`LearnerFailed`
-        as soon as its call fails (not after the others time out in an all-reduce)."""
+        as soon as its call fails (not after the others time out in an all-reduce).
+
+        With ``lost`` given, a call whose worker payload was lost with its node before the
+        learner took it is appended to ``lost`` (result None) instead of raising.
+        """
         results: dict = {}
         pending = list(refs)
         while pending:
@@ -247,197 +268,129 @@ class RayEngine:
             try:
                 results[ready[0]] = ray.get(ready[0])
             except RayActorError as exc:
+                self.check_nodes()
                 raise LearnerFailed(
                     f"a learner died while {what}: {str(exc).splitlines()[0]}"
                 ) from exc
+            except ObjectLostError:
+                if lost is None:
+                    raise
+                lost.append(ready[0])
+                results[ready[0]] = None
         return [results[r] for r in refs]
 
-    @property
-    def detail(self) -> str:
-        return self.layout_text
+    def wait(self, refs: list) -> list:
+        """``ray.wait`` for one of ``refs``; nothing within ``ray.stall_timeout_s`` stops the
+        run (:class:`WorkersFailed`) instead of waiting for ever on workers Ray cannot place."""
+        ready, _ = ray.wait(refs, num_returns=1, timeout=self.rc.stall_timeout_s)
+        if not ready:
+            self.check_nodes()
+            raise WorkersFailed(
+                f"no rollout worker delivered anything for ray.stall_timeout_s="
+                f"{self.rc.stall_timeout_s:g} s; restarting workers may find no room: "
+                f"{fmt_resources(ray.available_resources())} free on {len(self._nodes)} node(s). "
+                "Add nodes or raise ray.stall_timeout_s"
+            )
+        return ready
 
-    # ------------------------------------------------------------------ DQN
-    def _dqn_init(self) -> None:
-        rc, cfg = self.rc, self.sections["dqn"]
-        self.pending: dict = {}
-        self.idle: list[int] = []
-        self.sent = [0] * rc.num_learners
-        self.add_refs: list = []
-        self.train_refs: list | None = None
-        self.credit = 0.0
-        self._since_weights = 0
-        self._metrics_t = 0.0
-        self.per_batch = cfg.batch_size // rc.num_learners
-        # Enough sent to every shard that it can fill a batch (each stream holds back up
-        # to n_step + frame_stack + 2 records that are not sampleable yet).
-        frames = self.sections["atari"].frame_stack
-        self.warmup = [len(range(r, rc.num_rollout_workers, rc.num_learners)) * rc.envs_per_worker
-                       * (cfg.n_step + frames + 2) + self.per_batch for r in range(rc.num_learners)]  # fmt: skip
-        # Workers wait while the learners owe more than two rounds of chunks' updates.
-        self.max_credit = (
-            2 * rc.num_rollout_workers * rc.chunk_steps * rc.envs_per_worker / cfg.train_frequency
-            + 1
-        )
-        for w in range(rc.num_rollout_workers):
-            self._launch(w)
+    def check_nodes(self) -> None:
+        """Count and log the nodes that left the cluster since the last look."""
+        alive = _alive_nodes()
+        for node, ip in self._nodes.items():
+            if node not in alive:
+                self.lost_nodes += 1
+                self.log(f"rlamd: node {ip} ({node[:8]}) left the Ray cluster (lost node "
+                         f"{self.lost_nodes}); its rollout workers restart on the surviving "
+                         "nodes where their resources fit")  # fmt: skip
+        self._nodes = alive
 
-    def _launch(self, w: int) -> None:
-        data, info = (
+    # ------------------------------------------------------------------ shared by the drivers
+    def collect(self, w: int, num_steps: int) -> tuple[Any, Any]:
+        """Ask worker ``w`` for ``num_steps`` vector steps: ``(payload ref, info ref)``."""
+        return (
             self.workers[w]
             .collect.options(num_returns=2)
-            .remote(self._weights, self.version, self.rc.chunk_steps)
+            .remote(self.weights, self.version, num_steps)
         )
-        self.pending[info] = (w, data)
 
-    def _worker_lost(self, w: int, exc: BaseException) -> None:
-        """A call to worker ``w`` failed: its chunk is dropped and Ray restarts it. Calls
+    def publish_weights(self) -> None:
+        """Learner 0's newest weights go out with the workers' next calls."""
+        self.weights = self.learners[0].weights.remote()
+        self.version += 1
+
+    def worker_lost(self, w: int, exc: BaseException) -> None:
+        """A call to worker ``w`` failed: its payload is dropped and Ray restarts it. Calls
         made while it restarts fail too; they count as the same restart."""
         self.lost_chunks += 1
         if w in self._down:
             time.sleep(0.2)
             return
         self._down.add(w)
+        self._restarted(w, f"lost ({type(exc).__name__}); its payload in flight is dropped")
+        self.check_nodes()
+
+    def worker_back(self, w: int, incarnation: int) -> None:
+        """Worker ``w`` delivered, from process ``incarnation`` (:class:`CollectInfo`). A new
+        incarnation no failed call announced is a restart too: a call made while Ray
+        restarts an actor waits for the new process instead of failing."""
+        seen = self._incarnation.get(w)
+        self._incarnation[w] = incarnation
+        if w in self._down:
+            self._down.discard(w)
+        elif seen is not None and seen != incarnation:
+            self._restarted(w, "was restarted by Ray between calls (no call failed)")
+            self.check_nodes()
+
+    def payload_lost(self, w: int) -> None:
+        """Worker ``w``'s payload was lost with its node before a learner took it."""
+        self.lost_chunks += 1
+        self.log(f"rlamd: rollout worker {w}'s payload was lost before a learner took it "
+                 f"(lost payloads: {self.lost_chunks})")  # fmt: skip
+
+    def _restarted(self, w: int, what: str) -> None:
         self.worker_restarts += 1
-        self.log(f"rlamd: rollout worker {w} lost ({type(exc).__name__}); Ray restarts it "
-                 f"(restart {self.worker_restarts}); its chunk in flight is dropped")  # fmt: skip
+        self.log(f"rlamd: rollout worker {w} {what}; Ray restarts it "
+                 f"(restart {self.worker_restarts})")  # fmt: skip
         limit = self.rc.max_worker_restarts
         if limit != -1 and self.worker_restarts > limit * self.rc.num_rollout_workers:
             raise WorkersFailed(f"rollout workers died {self.worker_restarts} times, more than "
                                 f"ray.max_worker_restarts={limit} per worker allows")  # fmt: skip
 
-    def _worker_back(self, w: int) -> None:
-        self._down.discard(w)
-
-    def _dqn_iterate(self) -> list[tuple[int, list]]:
-        cfg, rc = self.sections["dqn"], self.rc
-        waiting = list(self.pending) + (self.train_refs or [])
-        if not waiting:  # every worker paused and nothing to train: should not happen; resume them
-            for w in self.idle:
-                self._launch(w)
-            self.idle.clear()
-            waiting = list(self.pending)
-        ready, _ = ray.wait(waiting, num_returns=1, timeout=600)
-        out = []
-        for ref in ready:
-            if self.train_refs and ref in self.train_refs:
-                self._finish_train()
-                continue
-            w, data = self.pending.pop(ref)
-            try:
-                info = ray.get(ref)
-            except _WORKER_LOST as exc:
-                self._worker_lost(w, exc)
-                self._launch(w)
-                continue
-            self._worker_back(w)
-            r = w % rc.num_learners
-            first = (w // rc.num_learners) * rc.envs_per_worker
-            self.add_refs.append(self.learners[r].add.remote(data, first))
-            self.sent[r] += info.env_steps
-            self.step += info.env_steps
-            if self.step >= cfg.learning_starts and all(
-                s >= m for s, m in zip(self.sent, self.warmup, strict=True)
-            ):
-                self.credit += info.env_steps / cfg.train_frequency
-            out.append((info.env_steps, info.episodes))
-            if self.credit > self.max_credit:
-                self.idle.append(w)
-            else:
-                self._launch(w)
-        self._start_train()
-        return out
-
-    def _start_train(self) -> None:
-        if self.train_refs is not None or self.credit < 1:
-            return
-        n = min(int(self.credit), _UPDATES_PER_CALL)
-        self.credit -= n
-        cfg = self.sections["dqn"]
-        beta = cfg.beta(self.step, self.train.steps)
-        # Metrics cost learner 0 one device sync: ask for them about once a second.
-        want = time.monotonic() - self._metrics_t >= 1.0
-        if want:
-            self._metrics_t = time.monotonic()
-        self.train_refs = [
-            ln.train.remote(n, beta, want and r == 0) for r, ln in enumerate(self.learners)
-        ]
-        self._train_n = n
-
-    def _finish_train(self) -> None:
-        refs, self.train_refs = self.train_refs, None
-        results = self._get(refs + self.add_refs, what="training")
-        self.add_refs = []
-        self.updates += self._train_n
-        self._metrics.update(results[0] or {})
-        self._since_weights += self._train_n
-        if self._since_weights >= self.rc.weights_every or self.version == 0:
-            self._weights = self.learners[0].weights.remote()
-            self.version += 1
-            self._since_weights = 0
-        if self.credit <= self.max_credit:
-            for w in self.idle:
-                self._launch(w)
-            self.idle.clear()
-        self._start_train()
-
-    # ------------------------------------------------------------------ PPO
-    def _ppo_iterate(self) -> list[tuple[int, list]]:
-        rc, T = self.rc, self.sections["ppo"].num_steps
-        data: list = [None] * rc.num_rollout_workers
-        infos: list = [None] * rc.num_rollout_workers
-        todo = list(range(rc.num_rollout_workers))
-        while todo:
-            calls = {w: self.workers[w].collect.options(num_returns=2).remote(self._weights, self.version, T) for w in todo}  # fmt: skip
-            todo = []
-            for w, (d, i) in calls.items():
-                try:
-                    infos[w], data[w] = ray.get(i), d
-                    self._worker_back(w)
-                except _WORKER_LOST as exc:
-                    self._worker_lost(w, exc)
-                    todo.append(w)
-        steps = sum(i.env_steps for i in infos)
-        progress = self.step / self.train.steps
-        L = rc.num_learners
-        refs = [
-            ln.learn.remote(progress, r == 0, *data[r::L]) for r, ln in enumerate(self.learners)
-        ]
-        results = self._get(refs, what="training")
-        self._metrics.update(results[0])
-        self.updates = int(self._metrics.pop("updates", self.updates))
-        self._weights = self.learners[0].weights.remote()
-        self.version += 1
-        self.step += steps
-        return [(i.env_steps, i.episodes) for i in infos]
-
     # ------------------------------------------------------------------ the engine interface
     def iterate(self) -> list[tuple[int, list]]:
-        return self._dqn_iterate() if self.algo == "dqn" else self._ppo_iterate()
+        return self.driver.iterate()
 
     def metrics(self) -> dict[str, float]:
-        out = dict(self._metrics)
+        out = dict(self.latest)
         out.pop("updates", None)
         out["ray/worker_restarts"] = float(self.worker_restarts)
         out["ray/lost_chunks"] = float(self.lost_chunks)
+        self.check_nodes()
+        out["ray/lost_nodes"] = float(self.lost_nodes)
         out["ray/weights_version"] = float(self.version)
-        if self.algo == "dqn":
-            out["ray/paused_workers"] = float(len(self.idle))
-        return out
+        return {**out, **self.driver.metrics()}
 
     def agent_state(self) -> dict:
-        if self.algo == "dqn" and self.train_refs is not None:
-            self._finish_train()
-        return self._get([self.learners[0].state.remote()], what="checkpointing")[0]
+        self.driver.flush()
+        return self.get([self.learners[0].state.remote()], what="checkpointing")[0]
 
-    def eval_policy(self):
+    def extra_state(self) -> dict:
+        return {}  # the agent is the whole state: replay shards are not checkpointed
+
+    def restore(self, state: dict) -> list[str]:
+        return []  # learners loaded the agent when they were placed
+
+    def eval_policy(self) -> tuple[Policy, torch.device]:
         """A CPU copy of learner 0's policy, for evaluation on the driver."""
-        from rlamd.train import build_agent
-
+        cpu = torch.device("cpu")
         if self._eval_agent is None:
-            self._eval_agent, self._make_policy = build_agent(self.sections, torch.device("cpu"))
-        weights = self._get([self.learners[0].weights.remote()], what="evaluating")[0]
+            self._eval_agent = build_agent(self.cfg, cpu)
+        weights = self.get([self.learners[0].weights.remote()], what="evaluating")[0]
         self._eval_agent.policy_net.load_state_dict(weights)
-        return self._make_policy(None), torch.device("cpu")
+        return self.algo.policy(self._eval_agent, self.cfg), cpu
+
+    def forecast(self, step: int, sps: float) -> str | None:
+        return None  # the cluster's speed is in the progress lines
 
     def close(self) -> None:
         for actor in [*self.workers, *self.learners]:

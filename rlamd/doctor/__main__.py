@@ -1,9 +1,10 @@
 """``python -m rlamd.doctor [--device DEV] [--json] [--explain "<message>"]``.
 
-Walks hardware, driver, runtime, framework, architecture and a few real operations on
-the device, and says for anything not PASS what to do. Exit status 0 when the selected
-device is usable. It never needs root, never changes the system, and gives every
-external command a timeout.
+Lists the environment variables that pick the GPU and RCCL's network, walks hardware,
+driver, runtime, framework, architecture, what a Ray run would meet (ROCR_VISIBLE_DEVICES,
+NCCL_SOCKET_IFNAME) and a few real operations on the device, and says for anything not PASS
+what to do. Exit status 0 when the selected device is usable. It never needs root, never
+changes the system, and gives every external command a timeout.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import argparse
 import json
 import sys
 
-from rlamd.device import DEVICE_HELP
+from rlamd.device import DEFAULT_HIP_ALLOC_CONF, DEVICE_HELP
 
 from .checks import FAIL, LAYERS, PASS, SKIP, WARN, Report, diagnose
 from .known_errors import KNOWN_ERRORS, explain, format_explanation
@@ -26,6 +27,16 @@ def format_report(report: Report, colour: bool) -> str:
         return f"{_COLOURS[status]}{status}\033[0m" if colour else status
 
     lines = [f"rlamd doctor: --device {report.device}"]
+    if report.environment:
+        lines.append("\nenvironment")
+        for name, value in report.environment.items():
+            if value is not None:
+                lines.append(f"  {name}={value!r}")
+        unset = [name for name, value in report.environment.items() if value is None]
+        if unset:
+            lines.append(f"  not set: {', '.join(unset)}")
+        if report.environment.get("PYTORCH_HIP_ALLOC_CONF") is None:
+            lines.append(f"  (on ROCm rlamd sets PYTORCH_HIP_ALLOC_CONF={DEFAULT_HIP_ALLOC_CONF})")
     for layer in LAYERS:
         checks = [c for c in report.checks if c.layer == layer]
         if not checks:
@@ -39,6 +50,27 @@ def format_report(report: Report, colour: bool) -> str:
     verdict = tag(PASS if report.usable else FAIL)
     lines.append(f"\nverdict [{verdict}] {report.verdict}")
     return "\n".join(lines)
+
+
+def _explain(message: str, *, as_json: bool) -> int:
+    """Print the known errors matching ``message``; exit status 0 when one matched."""
+    rows = explain(message)
+    if as_json:
+        matches = [
+            {"key": e.key, "title": e.title, "causes": list(e.causes), "fixes": list(e.fixes)}
+            for e in rows
+        ]
+        print(json.dumps({"message": message, "matches": matches}))
+    elif rows:
+        print("\n\n".join(format_explanation(e) for e in rows))
+    else:
+        known = "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
+        print(
+            "No known error matches that message. Known errors:\n"
+            + known
+            + "\nRun `python -m rlamd.doctor` to check the machine layer by layer."
+        )
+    return 0 if rows else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,16 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     if args.explain is not None:
-        rows = explain(args.explain)
-        if args.json:
-            print(json.dumps({"message": args.explain, "matches": [
-                {"key": e.key, "title": e.title, "causes": list(e.causes), "fixes": list(e.fixes)} for e in rows]}))  # fmt: skip
-        elif rows:
-            print("\n\n".join(format_explanation(e) for e in rows))
-        else:
-            print("No known error matches that message. Known errors:\n" + "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
-                  + "\nRun `python -m rlamd.doctor` to check the machine layer by layer.")  # fmt: skip
-        return 0 if rows else 1
+        return _explain(args.explain, as_json=args.json)
     try:
         report = diagnose(System(timeout=args.timeout), args.device, app=not args.no_app)
     except ValueError as exc:

@@ -9,9 +9,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .gfx import OVERRIDE_RULE
+from .install import torch_install_fix
+
 __all__ = ["KNOWN_ERRORS", "KnownError", "explain", "format_explanation"]
 
-ROCM_WHEELS = "https://download.pytorch.org/whl/rocm6.4"
+ROCM_FIX = torch_install_fix("rocm")
+OVERRIDE_FIX = (
+    f"For a consumer card AMD does not list, set its family's override before starting Python: "
+    f"{OVERRIDE_RULE}. Find your gfx name with `rocminfo | grep gfx` or `python -m rlamd.doctor`. "
+    "This is unofficial and unsupported by AMD; a card the wheel lists needs no override."
+)
 
 
 @dataclass(frozen=True)
@@ -42,11 +50,13 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "Radeon cards such as gfx1031/gfx1032/gfx1101/gfx1102/gfx1103).",
         ),
         (
-            "Run `python -m rlamd.doctor` to see your gfx name and the architectures your torch ships.",
-            "For an unlisted consumer card set the override of its family before starting Python, e.g. "
-            "`export HSA_OVERRIDE_GFX_VERSION=10.3.0` (RDNA2, gfx103x) or `=11.0.0` (RDNA3, gfx110x); "
-            "this is unofficial and unsupported by AMD.",
-            f"Or install a ROCm wheel that lists your gfx: `pip install torch --index-url {ROCM_WHEELS}`.",
+            "Run `python -m rlamd.doctor` to see your gfx name and the architectures your torch "
+            "ships.",
+            OVERRIDE_FIX,
+            "Or install a pinned ROCm wheel whose targets list your gfx (`python -c 'import "
+            "torch; print(torch.cuda.get_arch_list())'` shows them; for another ROCm release give "
+            "scripts/setup.sh `RLAMD_TORCH_INDEX_URL=https://download.pytorch.org/whl/rocmX.Y`). "
+            f"{ROCM_FIX}",
         ),
     ),
     KnownError(
@@ -58,9 +68,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             "Other processes hold GPU memory; fragmentation leaves no large free block.",
         ),
         (
-            "Lower the batch size or the replay size: `--set dqn.buffer_size=200000` (7 GB per 1M Atari transitions).",
+            "Lower the batch size or the replay size: `--set dqn.buffer_size=200000` (7 GB per 1M "
+            "Atari transitions).",
             "See what holds memory with `rocm-smi --showmemuse` or `amd-smi metric -m`.",
-            "Reduce fragmentation: `export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True` before starting.",
+            "Reduce fragmentation: `export PYTORCH_HIP_ALLOC_CONF=expandable_segments:True` before "
+            "starting.",
         ),
     ),
     KnownError(
@@ -68,32 +80,54 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "HSA_STATUS_ERROR_OUT_OF_RESOURCES",
         (r"HSA_STATUS_ERROR_OUT_OF_RESOURCES",),
         (
-            "The ROCm runtime could not create queues or map memory: usually no read/write access to "
-            "/dev/kfd or /dev/dri/renderD*, or too many processes sharing one GPU.",
+            "The ROCm runtime could not create queues or map memory: usually no read/write access "
+            "to /dev/kfd or /dev/dri/renderD*, or too many processes sharing one GPU.",
         ),
         (
-            "Add yourself to the render and video groups: `sudo usermod -aG render,video $USER`, then log in again.",
+            "Add yourself to the render and video groups: `sudo usermod -aG render,video $USER`, "
+            "then log in again.",
             "Run fewer GPU processes per card (e.g. fewer Ray learners with fractional GPUs).",
             "Inside containers pass `--device=/dev/kfd --device=/dev/dri --group-add render`.",
         ),
     ),
     KnownError(
         "collective_timeout",
-        "RCCL/NCCL communication timeout",
+        "RCCL/NCCL communication error or timeout between learners",
         (
             r"(RCCL|NCCL).*time(d)? ?out",
             r"Watchdog caught collective operation timeout",
             r"ProcessGroupNCCL.*[Tt]imeout",
             r"collective operation timeout",
+            r"\bNCCL error\b",
+            r"nccl(System|Remote|Internal)Error",
+            r"NCCL WARN .*(Connect|[Ss]ocket|[Nn]et)",
+            r"DistStoreError.*Timed out",
+            r"Timed out .*waiting for clients",
+            r"Timed out initializing process group",
         ),
         (
-            "Learners could not reach each other (firewall, wrong network interface) or one process "
-            "died or is stuck, so the others wait on an all-reduce.",
+            "The learners cannot reach each other: RCCL (which reads the NCCL_ variables) picked "
+            "the wrong network interface (docker0, a VPN, lo), or a firewall blocks the ports "
+            "between the nodes.",
+            "One learner died, hangs or is far slower (its node was lost, it ran out of memory, "
+            "it never got its GPU), so the others wait on an all-reduce or on the process-group "
+            "setup until ray.group_timeout_s (300 s by default) runs out.",
         ),
         (
-            "Choose the interface: `export NCCL_SOCKET_IFNAME=eth0` (RCCL reads the NCCL_ variables).",
-            "See what happens: `export NCCL_DEBUG=INFO`.",
-            "Check every learner started and sees its GPU (`HIP_VISIBLE_DEVICES` set by Ray).",
+            "Name the interface that carries the nodes' addresses, on every node before `ray "
+            "start`: `export NCCL_SOCKET_IFNAME=eth0` (your name from `ip -br addr`; `^docker0,lo` "
+            "excludes instead); CPU learners use gloo: `export GLOO_SOCKET_IFNAME=eth0`.",
+            "See what RCCL does: `export NCCL_DEBUG=INFO` (and `NCCL_DEBUG_SUBSYS=INIT,NET`) on "
+            "every node, restart `ray start`, and read in the job's log which interface and "
+            "transport each rank picked and which connection failed.",
+            "Open the firewall between the nodes: the process-group port the run logs "
+            "(`torch.distributed nccl group of N at ADDR:PORT`) and the TCP ports RCCL opens on "
+            "its own; allow all TCP between the cluster's nodes.",
+            "Check every learner is alive and sees its GPU: `ray status`, the job's log, and "
+            "`python -m rlamd.doctor` on each node (Ray sets HIP_VISIBLE_DEVICES for each "
+            "learner; ROCR_VISIBLE_DEVICES must not be set).",
+            "If a learner legitimately needs longer (a slow first step, a large replay to fill), "
+            "wait longer: `--set ray.group_timeout_s=900`.",
         ),
     ),
     KnownError(
@@ -101,12 +135,18 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         "No HIP GPUs are available",
         (r"No HIP GPUs are available", r"no ROCm-capable device", r"hipErrorNoDevice"),
         (
-            "The ROCm runtime found no usable GPU: driver not loaded, no access to /dev/kfd, a "
-            "visibility variable hiding every GPU, or an unsupported card.",
+            "A consumer Radeon card this ROCm release does not list (the most common cause on "
+            "Radeon cards): the runtime skips it, or sees it and fails later with "
+            "hipErrorNoBinaryForGpu, unless HSA_OVERRIDE_GFX_VERSION names its family's listed "
+            "ISA.",
+            "The ROCm runtime cannot reach the GPU: driver not loaded, no access to /dev/kfd, or a "
+            "visibility variable hiding every GPU.",
         ),
         (
+            OVERRIDE_FIX,
             "Run `python -m rlamd.doctor` for the layer that fails.",
-            "Unset HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES if they are empty or -1.",
+            "Unset HIP_VISIBLE_DEVICES / ROCR_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES if they are "
+            "empty or -1.",
             "Add yourself to the render and video groups: `sudo usermod -aG render,video $USER`.",
         ),
     ),
@@ -120,12 +160,12 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"Found no NVIDIA driver",
         ),
         (
-            "A CPU-only or CUDA build of PyTorch on an AMD machine (the most common mistake), or the "
-            "ROCm build cannot reach the GPU (driver, permissions, visibility variables).",
+            "A CPU-only or CUDA build of PyTorch on an AMD machine (the most common mistake), or "
+            "the ROCm build cannot reach the GPU (driver, permissions, visibility variables).",
         ),
         (
-            f"Install a ROCm build: `pip uninstall torch && pip install torch --index-url {ROCM_WHEELS}` "
-            "(or `RLAMD_TORCH=rocm bash scripts/setup.sh`). `python -c 'import torch; print(torch.version.hip)'` must not print None.",
+            f"{ROCM_FIX} Then `python -c 'import torch; print(torch.version.hip)'` must not print "
+            "None.",
             "Run `python -m rlamd.doctor` to find the failing layer.",
         ),
     ),
@@ -138,8 +178,8 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"CUDA error: invalid device ordinal",
         ),
         (
-            "The device index is not below the number of GPUs this process sees (visibility variables "
-            "renumber devices from 0).",
+            "The device index is not below the number of GPUs this process sees (visibility "
+            "variables renumber devices from 0).",
         ),
         (
             "Use an index the doctor lists (`--device hip:0` ...).",
@@ -169,11 +209,11 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"libhsa-runtime64\.so.*cannot open",
         ),
         (
-            "A ROCm build of PyTorch is installed but its runtime libraries are missing or mixed with "
-            "another ROCm install.",
+            "A ROCm build of PyTorch is installed but its runtime libraries are missing or mixed "
+            "with another ROCm install.",
         ),
         (
-            f"Reinstall torch from the ROCm index in a clean virtualenv: `pip install torch --index-url {ROCM_WHEELS}`.",
+            f"Reinstall torch in a clean virtualenv. {ROCM_FIX}",
             "Do not mix LD_LIBRARY_PATH entries of several ROCm versions.",
         ),
     ),
@@ -186,12 +226,13 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
             r"an illegal memory access",
         ),
         (
-            "A kernel touched memory it does not own: often an HSA_OVERRIDE_GFX_VERSION that does not fit "
-            "the card, an old kernel driver, or a bug.",
+            "A kernel touched memory it does not own: often an HSA_OVERRIDE_GFX_VERSION that does "
+            "not fit the card, an old kernel driver, or a bug.",
         ),
         (
             "Check the override matches the card's family (`python -m rlamd.doctor`).",
-            "Find the failing kernel with `AMD_SERIALIZE_KERNEL=3` (or `CUDA_LAUNCH_BLOCKING=1` on NVIDIA).",
+            "Find the failing kernel with `AMD_SERIALIZE_KERNEL=3` (or `CUDA_LAUNCH_BLOCKING=1` on "
+            "NVIDIA).",
             "Update the amdgpu kernel driver to the one your ROCm release lists.",
         ),
     ),
@@ -205,7 +246,8 @@ KNOWN_ERRORS: tuple[KnownError, ...] = (
         ),
         ("The kernel driver is older than the ROCm runtime PyTorch was built against.",),
         (
-            "Update the amdgpu driver, or install a PyTorch wheel built for your ROCm (rocmX.Y index).",
+            "Update the amdgpu driver, or install a PyTorch wheel built for your ROCm (rocmX.Y "
+            "index).",
         ),
     ),
 )

@@ -150,7 +150,10 @@ class System:
         )
 
     def kfd_gfx(self) -> list[str]:
-        """gfx names from the KFD topology (no tool needed): gfx_target_version 100300 -> gfx1030."""
+        """gfx names from the KFD topology (no tool needed).
+
+        ``gfx_target_version 100300`` reads as ``gfx1030``.
+        """
         nodes = self.path("/sys/class/kfd/kfd/topology/nodes")
         names = []
         if nodes.is_dir():
@@ -175,3 +178,11 @@ class System:
                     out[1].strip().splitlines()[0] if out[1].strip() else f"exit {out[0]}"
                 )
         return None
+
+    # ------------------------------------------------------------------ network
+    def net_interfaces(self) -> list[str] | None:
+        """This machine's network interface names (``/sys/class/net``), or None if unreadable."""
+        net = self.path("/sys/class/net")
+        if not net.is_dir():
+            return None
+        return sorted(p.name for p in net.iterdir())

@@ -1,10 +1,11 @@
-"""Device-resident replay: storage + sampler, composed (STYLE.md)."""
+"""Device-resident replay: storage + sampler, composed (docs/ARCHITECTURE.md)."""
 
 from __future__ import annotations
 
 from .buffer import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
 from .samplers import PrioritizedSampler, UniformSampler
 from .segment_tree import SegmentTree
+from .sizes import bytes_per_transition
 from .storage import TransitionStorage
 
 __all__ = [
@@ -15,4 +16,5 @@ __all__ = [
     "SegmentTree",
     "TransitionStorage",
     "UniformSampler",
+    "bytes_per_transition",
 ]

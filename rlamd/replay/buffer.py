@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from .samplers import PrioritizedSampler, UniformSampler
+from .sizes import bytes_per_transition
 from .storage import TransitionStorage
 
 __all__ = ["PrioritizedReplayBuffer", "ReplayBatch", "ReplayBuffer"]
@@ -53,7 +54,8 @@ class ReplayBuffer:
         n_step, gamma: n-step returns.
         device: where everything lives (default: the CPU; pass the learner's device).
         seed: seeds the buffer's own generator.
-        backend: segment-tree backend (``auto``: numba on the CPU, torch elsewhere).
+        backend: segment-tree backend (``auto``: numba on the CPU, triton on GPUs; see
+            :func:`~rlamd.replay.segment_tree.resolve_backend`).
     """
 
     def __init__(
@@ -72,9 +74,16 @@ class ReplayBuffer:
         backend: str = "auto",
     ) -> None:
         self.storage = TransitionStorage(
-            capacity, num_envs, obs_shape, obs_dtype, frame_stack=frame_stack,
-            num_actions=num_actions, n_step=n_step, gamma=gamma, device=device,
-        )  # fmt: skip
+            capacity,
+            num_envs,
+            obs_shape,
+            obs_dtype,
+            frame_stack=frame_stack,
+            num_actions=num_actions,
+            n_step=n_step,
+            gamma=gamma,
+            device=device,
+        )
         self.device = self.storage.device
         self.sampler = self._make_sampler(backend)
         self.generator = torch.Generator(device=self.device)
@@ -113,7 +122,7 @@ class ReplayBuffer:
         return pos
 
     def _draw(self, batch_size: int, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.sampler.sample(batch_size, self.generator, len(self), **kwargs)
+        return self.sampler.sample(batch_size, self.generator, **kwargs)
 
     def sample(self, batch_size: int, **kwargs) -> ReplayBatch:
         """Draw ``batch_size`` transitions; no host synchronisation.
@@ -141,10 +150,17 @@ class ReplayBuffer:
         )
 
     def nbytes_per_transition(self) -> float:
-        """Device bytes per stored transition (storage plus sampler trees)."""
-        trees = [self.sampler.tree, getattr(self.sampler, "min_tree", None)]
-        tree_bytes = sum(t.nbytes() for t in trees if t is not None)
-        return self.storage.bytes_per_record() + tree_bytes / self.capacity
+        """Device bytes per stored transition (storage plus sampler trees), by
+        :func:`~rlamd.replay.sizes.bytes_per_transition`."""
+        st = self.storage
+        return bytes_per_transition(
+            st.obs_shape,
+            st.obs_dtype,
+            st.frame_stack,
+            st.num_actions,
+            prioritized=hasattr(self.sampler, "min_tree"),
+            capacity=self.capacity,
+        )
 
     def state_dict(self, include_contents: bool = True) -> dict:
         """Configuration always; records, priorities and the RNG when ``include_contents``."""
@@ -171,7 +187,14 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     anneals it).
     """
 
-    def __init__(self, *args, alpha: float = 0.6, epsilon: float = 1e-6, validate: bool | None = None, **kwargs) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *args,
+        alpha: float = 0.6,
+        epsilon: float = 1e-6,
+        validate: bool | None = None,
+        **kwargs,
+    ) -> None:
         self._prio = {"alpha": alpha, "epsilon": epsilon, "validate": validate}
         super().__init__(*args, **kwargs)
 
@@ -180,7 +203,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
             self.storage.capacity, device=self.device, backend=backend, **self._prio
         )
 
-    def sample(self, batch_size: int, beta: float = 0.4) -> ReplayBatch:  # type: ignore[override]
+    def sample(  # type: ignore[override]
+        self, batch_size: int, beta: float | torch.Tensor = 0.4
+    ) -> ReplayBatch:
+        """As :meth:`ReplayBuffer.sample`; ``beta`` a float in [0, 1] or a 0-d device
+        tensor (read on the device, e.g. annealed inside a captured graph)."""
         return super().sample(batch_size, beta=beta)
 
     def update_priorities(self, indices: torch.Tensor, priorities: torch.Tensor) -> None:

@@ -11,26 +11,42 @@ Level ``l`` holds ``k**l`` nodes starting at ``(k**l - 1) / (k - 1)``; node ``i`
 needs only ``ceil(log_k(capacity))`` levels: 4 for 2**20 leaves, so a batched descent
 is 4 gathers for the whole batch.
 
-Two implementations share the layout:
+Three implementations share the layout and the arithmetic:
 
 * ``torch`` -- plain tensor ops on any device, no host synchronisation; the reference;
 * ``numba`` -- compiled loops for CPU tensors (zero-copy numpy views), several times
-  faster there because plain tensor ops pay a dispatch per op.
+  faster there because plain tensor ops pay a dispatch per op;
+* ``triton`` -- fused kernels for GPU tensors (:mod:`rlamd.replay.triton_trees`): one
+  launch per draw or write instead of dozens of small ops.
+
+The arithmetic every backend follows, so that they build identical trees and descend
+identically: nodes are float32; a parent sum adds its children left to right in float64
+and rounds once; a descent compares the float64 target with the float64 running sum of
+the children (the chosen child's exclusive prefix is subtracted) and keeps only positive
+children. (On a GPU torch's ``cumsum`` adds in another order; that can only differ when a
+float64 sum of 32 float32 values rounds.)
 
 Writes with duplicate indices are deterministic: the largest value given for an index wins.
 Parents are recomputed from their children on every write, so sums never drift.
+
+``auto`` picks numba for CPU trees, triton for GPU trees (torch, with one log line, when
+Triton does not import); ``RLAMD_TREE_BACKEND`` overrides ``auto``.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import math
+import os
 
 import numpy as np
 import torch
 
-__all__ = ["SegmentTree", "numba_available"]
+__all__ = ["SegmentTree", "resolve_backend"]
 
-_BACKENDS = ("auto", "torch", "numba")
+_BACKENDS = ("auto", "torch", "numba", "triton")
+_log = logging.getLogger(__name__)
 
 try:  # numba is a runtime dependency; its absence only costs CPU speed.
     from numba import njit
@@ -40,8 +56,53 @@ except ImportError:  # pragma: no cover
     _HAVE_NUMBA = False
 
 
-def numba_available() -> bool:
-    return _HAVE_NUMBA
+@functools.cache
+def _triton_import_error() -> str | None:
+    """Why the Triton kernels cannot be used (``None``: they can). Imported once."""
+    try:
+        from . import triton_trees  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install raising anything else
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+@functools.cache
+def _warn_no_triton(reason: str) -> None:
+    _log.warning("Triton not available (%s): replay trees on the GPU use plain torch ops", reason)
+
+
+def resolve_backend(backend: str, device: torch.device) -> str:
+    """The backend ``backend`` means for trees on ``device``.
+
+    ``auto`` (or ``RLAMD_TREE_BACKEND`` when set) is numba on the CPU (torch without
+    numba), triton on GPUs (torch, logged once, without Triton).
+
+    Raises:
+        ValueError: an unknown name, numba off the CPU, or triton not importable.
+    """
+    if backend == "auto":
+        backend = os.environ.get("RLAMD_TREE_BACKEND", "auto") or "auto"
+    if backend not in _BACKENDS:
+        import difflib
+
+        near = difflib.get_close_matches(backend, _BACKENDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ValueError(f"backend={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
+    if backend == "auto":
+        if device.type == "cpu":
+            return "numba" if _HAVE_NUMBA else "torch"
+        reason = _triton_import_error()
+        if reason is None:
+            return "triton"
+        _warn_no_triton(reason)
+        return "torch"
+    if backend == "numba" and (device.type != "cpu" or not _HAVE_NUMBA):
+        raise ValueError("backend='numba' needs numba installed and a CPU tree")
+    if backend == "triton":
+        reason = _triton_import_error()
+        if reason is not None:
+            raise ValueError(f"backend='triton' but Triton does not import ({reason})")
+    return backend
 
 
 if _HAVE_NUMBA:
@@ -60,36 +121,42 @@ if _HAVE_NUMBA:
             for level in range(depth - 1, -1, -1):
                 node //= arity
                 first = offsets[level + 1] + node * arity
-                acc = tree[first]
-                for c in range(1, arity):
-                    v = tree[first + c]
-                    if is_min:
-                        if v < acc:
-                            acc = v
-                    else:
-                        acc += v
-                tree[offsets[level] + node] = acc
+                if is_min:
+                    m = tree[first]
+                    for c in range(1, arity):
+                        if tree[first + c] < m:
+                            m = tree[first + c]
+                    tree[offsets[level] + node] = m
+                else:  # float64 accumulation, one rounding: the backends' shared rule
+                    acc = 0.0
+                    for c in range(arity):
+                        acc += np.float64(tree[first + c])
+                    tree[offsets[level] + node] = acc
 
     @njit(cache=True, nogil=True, inline="always")
     def _nb_descend_one(tree, offsets, arity, depth, x):  # pragma: no cover
+        x = np.float64(x)
         node = 0
         for level in range(1, depth + 1):
             first = offsets[level] + node * arity
             chosen = -1
-            last = 0
-            last_v = 0.0
+            last = arity - 1
+            acc = 0.0
+            last_ex = 0.0
             for c in range(arity):
                 v = tree[first + c]
-                if v > 0.0:
-                    last = c
-                    last_v = v
-                    if x < v:
+                if v > 0.0:  # adding an empty child leaves the running sum as it is
+                    nxt = acc + v
+                    if x < nxt:
                         chosen = c
                         break
-                    x -= v
+                    last = c
+                    last_ex = acc
+                    acc = nxt
             if chosen < 0:  # rounding left x past the end: take the last positive child
                 chosen = last
-                x += last_v
+                acc = last_ex
+            x -= acc
             node = node * arity + chosen
         return node
 
@@ -104,8 +171,8 @@ if _HAVE_NUMBA:
     ):  # pragma: no cover
         """Fused prioritized draw: stratified u, descent, importance weights."""
         batch = r.shape[0]
-        total = sum_tree[0]
-        p_min = min_tree[0]
+        total = np.float64(sum_tree[0])
+        p_min = np.float64(min_tree[0])
         leaf = offsets[depth]
         for b in range(batch):
             u = (b + r[b]) * (total / batch)
@@ -114,7 +181,7 @@ if _HAVE_NUMBA:
                 u = hi
             i = _nb_descend_one(sum_tree, offsets, arity, depth, u)
             out_idx[b] = i
-            out_w[b] = (sum_tree[leaf + i] / p_min) ** (-beta)
+            out_w[b] = np.exp(-beta * np.log(np.float64(sum_tree[leaf + i]) / p_min))
 
     @njit(cache=True, nogil=True)
     def _nb_priority_update(
@@ -127,7 +194,7 @@ if _HAVE_NUMBA:
         mins = np.empty(idx.shape[0], dtype=np.float32)
         for b in range(idx.shape[0]):
             j = leaf + idx[b]
-            p = pr[b]
+            p = np.float64(pr[b])
             ok = np.isfinite(p) and p >= 0.0
             if not ok:
                 state[1] += 1.0
@@ -135,7 +202,7 @@ if _HAVE_NUMBA:
                 p = p + eps
                 if p > state[0]:
                     state[0] = p
-                vals[b] = p**alpha
+                vals[b] = np.exp(alpha * np.log(p))
                 mins[b] = vals[b]
             else:
                 vals[b] = sum_tree[j]
@@ -152,7 +219,9 @@ class SegmentTree:
         op: ``"sum"`` (empty leaves are 0) or ``"min"`` (empty leaves are +inf).
         arity: children per node (>= 2).
         device: where the tree lives.
-        backend: ``torch``, ``numba`` (CPU only) or ``auto`` (numba on the CPU).
+        backend: ``torch``, ``numba`` (CPU only), ``triton`` (GPU tensors; CPU tensors
+            run in Triton's interpreter, for tests) or ``auto`` (see
+            :func:`resolve_backend`).
     """
 
     def __init__(
@@ -170,19 +239,15 @@ class SegmentTree:
             raise ValueError(f"op={op!r}; accepted: 'sum', 'min'")
         if arity < 2:
             raise ValueError(f"arity={arity}; accepted: an integer >= 2")
-        if backend not in _BACKENDS:
-            raise ValueError(f"backend={backend!r}; accepted: {', '.join(_BACKENDS)}")
         self.device = torch.device(device)
-        if backend == "auto":
-            backend = "numba" if self.device.type == "cpu" and _HAVE_NUMBA else "torch"
-        if backend == "numba" and (self.device.type != "cpu" or not _HAVE_NUMBA):
-            raise ValueError("backend='numba' needs numba installed and a CPU tree")
+        backend = resolve_backend(backend, self.device)
         self.capacity, self.op, self.arity, self.backend = capacity, op, arity, backend
         self.depth = max(1, math.ceil(math.log(capacity, arity) - 1e-9))
         while arity**self.depth < capacity:  # guard against log rounding
             self.depth += 1
         sizes = [arity**level for level in range(self.depth + 1)]
         self.offsets = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+        self.offsets_dev = torch.from_numpy(self.offsets).to(self.device)
         self.fill = math.inf if op == "min" else 0.0
         self.flat = torch.full((sum(sizes),), self.fill, dtype=torch.float32, device=self.device)
         self.levels = [
@@ -202,26 +267,49 @@ class SegmentTree:
     def nbytes(self) -> int:
         return self.flat.numel() * self.flat.element_size()
 
+    def _parents(self, children: torch.Tensor) -> torch.Tensor:
+        """Parent values of ``(n, arity)`` children: min, or a float64 sum rounded once
+        (``cumsum`` adds left to right on the CPU, as numba and Triton do)."""
+        if self.op == "min":
+            return children.amin(1)
+        return children.double().cumsum(1)[:, -1].float()
+
     def set(self, idx: torch.Tensor, values: torch.Tensor) -> None:
         """Write leaves ``idx`` (duplicates: the largest value wins) and repair ancestors."""
         idx = idx.reshape(-1).to(self.device, torch.long)
         values = values.reshape(-1).to(self.device, torch.float32)
         if self.backend == "numba":
             _nb_write(
-                self._np, self.offsets, self.arity, self.depth,
-                idx.numpy(), values.numpy(), self.op == "min",
-            )  # fmt: skip
+                self._np,
+                self.offsets,
+                self.arity,
+                self.depth,
+                idx.numpy(),
+                values.numpy(),
+                self.op == "min",
+            )
             return
-        leaves = self.leaves
-        leaves.index_fill_(0, idx, -math.inf)
-        leaves.scatter_reduce_(0, idx, values, reduce="amax", include_self=True)
+        if self.backend == "triton":
+            from . import triton_trees
+
+            if idx.numel() <= triton_trees.MAX_FUSED:
+                triton_trees.write(self, None, idx, values)
+            else:
+                self._write_leaves(idx, values)
+                triton_trees.rebuild(self)
+            return
+        self._write_leaves(idx, values)
         node = idx
         for level in range(self.depth - 1, -1, -1):
             node = torch.div(node, self.arity, rounding_mode="floor")
-            children = self.levels[level + 1].view(-1, self.arity)[node]
-            agg = children.amin(1) if self.op == "min" else children.sum(1)
+            agg = self._parents(self.levels[level + 1].view(-1, self.arity)[node])
             # Duplicate parents receive identical values, so the write is deterministic.
             self.levels[level].index_copy_(0, node, agg)
+
+    def _write_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+        leaves = self.leaves
+        leaves.index_fill_(0, idx, -math.inf)
+        leaves.scatter_reduce_(0, idx, values, reduce="amax", include_self=True)
 
     def find_prefix(self, u: torch.Tensor) -> torch.Tensor:
         """Leaf indices ``i`` with ``sum(leaves[:i]) <= u < sum(leaves[:i+1])`` (sum trees).
@@ -231,22 +319,28 @@ class SegmentTree:
         """
         if self.op != "sum":
             raise ValueError("find_prefix needs a sum tree")
-        u = u.reshape(-1).to(self.device, torch.float32)
+        u = u.reshape(-1).to(self.device, torch.float64)
         if self.backend == "numba":
             out = np.empty(u.shape[0], dtype=np.int64)
             _nb_descend(self._np, self.offsets, self.arity, self.depth, u.numpy(), out)
             return torch.from_numpy(out)
-        x = u.clone()
-        node = torch.zeros_like(u, dtype=torch.long)
+        return self.descend(u)
+
+    def descend(self, x: torch.Tensor) -> torch.Tensor:
+        """The torch reference descent for float64 targets ``x`` (see the module notes)."""
+        node = torch.zeros_like(x, dtype=torch.long)
         k = self.arity
         for level in range(1, self.depth + 1):
             block = self.levels[level].view(-1, k)[node]  # (B, k) children of each row's node
-            csum = block.cumsum(1)
-            chosen = (csum <= x[:, None]).sum(1)
+            b64 = block.double()
+            csum = b64.cumsum(1)
+            pos = block > 0
+            hit = pos & (csum > x[:, None])
             # Past the end (rounding) or on an empty tail: take the last positive child.
-            last = (k - 1) - (block > 0).flip(1).to(torch.uint8).argmax(1)
-            chosen = torch.minimum(chosen, last)
-            x = x - (csum - block).gather(1, chosen[:, None]).squeeze(1)
+            last = (k - 1) - pos.flip(1).to(torch.uint8).argmax(1)
+            chosen = torch.where(hit.any(1), hit.to(torch.uint8).argmax(1), last)
+            exclusive = torch.nn.functional.pad(csum[:, :-1], (1, 0))
+            x = x - exclusive.gather(1, chosen[:, None]).squeeze(1)
             node = node * k + chosen
         return node
 

@@ -26,6 +26,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from .nstep import gamma_powers, nstep_window
+
 __all__ = ["TransitionStorage", "Window"]
 
 FIRST, TERMINAL, END, NOT_SAMPLEABLE = 1, 2, 4, 8
@@ -96,6 +98,7 @@ class TransitionStorage:
         self.capacity = per_stream * num_streams
         self.obs_shape, self.obs_dtype = tuple(obs_shape), obs_dtype
         self.frame_stack, self.n_step, self.gamma = frame_stack, n_step, gamma
+        self.num_actions = num_actions
         frame_shape, action_dtype = self._layout(self.obs_shape, frame_stack, num_actions)
         self._np_obs_dtype = torch.empty(0, dtype=obs_dtype).numpy().dtype
         dev = self.device
@@ -103,7 +106,7 @@ class TransitionStorage:
         self.actions = torch.zeros(self.capacity, dtype=action_dtype, device=dev)
         self.rewards = torch.zeros(self.capacity, dtype=torch.float32, device=dev)
         self.flags = torch.zeros(self.capacity, dtype=torch.uint8, device=dev)
-        self._gamma_pow = gamma ** torch.arange(n_step + 1, dtype=torch.float32, device=dev)
+        self._gamma_pow = gamma_powers(gamma, n_step, dev)
         self._steps = torch.arange(n_step, device=dev)
         self._back = torch.arange(-(frame_stack - 1), 1, device=dev)
         # Host bookkeeping: ring positions, sampleable records, transitions awaiting
@@ -144,8 +147,14 @@ class TransitionStorage:
         self._ptr[streams] = (self._ptr[streams] + 1) % self.per_stream
         return pos
 
-    def _write(self, pos: np.ndarray, frames: np.ndarray | torch.Tensor, flags: np.ndarray,
-               actions: np.ndarray | None = None, rewards: np.ndarray | None = None) -> None:  # fmt: skip
+    def _write(
+        self,
+        pos: np.ndarray,
+        frames: np.ndarray | torch.Tensor,
+        flags: np.ndarray,
+        actions: np.ndarray | None = None,
+        rewards: np.ndarray | None = None,
+    ) -> None:
         dev = self.device
         index = torch.from_numpy(pos).to(dev, non_blocking=True)
         self.frames.index_copy_(0, index, torch.as_tensor(frames).to(dev, self.obs_dtype))
@@ -197,41 +206,12 @@ class TransitionStorage:
             Flat indices of the records retired and activated (sampleable now), and the
             record written for each row (its priority can be set once it is active).
         """
-        if streams is None:
-            streams = np.arange(self.num_streams)
-        else:
-            streams = np.asarray(streams, dtype=np.int64).reshape(-1)
-            if streams.size == 0 or streams.min() < 0 or streams.max() >= self.num_streams \
-                    or np.unique(streams).size != streams.size:  # fmt: skip
-                raise ValueError(
-                    f"streams={streams.tolist()}; accepted: distinct stream numbers in "
-                    f"0..{self.num_streams - 1}"
-                )
-        S = streams.size
-        obs = np.asarray(obs)
-        if obs.shape != (S, *self.obs_shape):
-            raise ValueError(
-                f"obs has shape {obs.shape}; this buffer stores ({S}, {', '.join(map(str, self.obs_shape))})"
-                f" ({S} streams of {self.obs_shape})"
-            )
-        if obs.dtype != self._np_obs_dtype:
-            raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
-        for name, arr in (("actions", actions), ("rewards", rewards), ("terminated", terminated), ("done", done)):  # fmt: skip
-            if np.shape(arr) != (S,):
-                raise ValueError(f"{name} has shape {np.shape(arr)}; expected ({S},)")
+        streams = self._check_streams(streams)
+        obs = self._check_step(streams.size, obs, actions, rewards, terminated, done)
         done = np.asarray(done, dtype=bool)
         terminated = np.asarray(terminated, dtype=bool)
         retired: list[np.ndarray] = []
-        fresh = np.flatnonzero(~self._started[streams])
-        if fresh.size:
-            # The first time a stream writes, its observation may carry history frames
-            # (e.g. a buffer created mid-episode): store them as unsampleable records.
-            new = streams[fresh]
-            for j in range(self.frame_stack - 1):
-                pos = self._claim(new)
-                retired.append(self._retire(pos))
-                self._write(pos, obs[fresh, j], np.full(new.size, NOT_SAMPLEABLE))
-            self._started[new] = True
+        self._write_history(streams, obs, retired)
 
         pos = self._claim(streams)
         retired.append(self._retire(pos))
@@ -242,9 +222,87 @@ class TransitionStorage:
         )
         self._write(pos, self._newest(obs), flags, actions, rewards)
         self._next_first[streams] = done
+        act = self._complete_windows(streams, pos, done, final_obs, retired)
+        act = act[~self._active[act]]
+        self._active[act] = True
+        self.size += act.size
+        return np.concatenate(retired), act, pos
 
-        # Transition at p - n has its whole n-step window now; an ended episode
-        # completes every transition still waiting.
+    def _check_streams(self, streams: np.ndarray | None) -> np.ndarray:
+        """``streams`` as distinct stream numbers (all streams, in order, when None)."""
+        if streams is None:
+            return np.arange(self.num_streams)
+        streams = np.asarray(streams, dtype=np.int64).reshape(-1)
+        if (
+            streams.size == 0
+            or streams.min() < 0
+            or streams.max() >= self.num_streams
+            or np.unique(streams).size != streams.size
+        ):
+            raise ValueError(
+                f"streams={streams.tolist()}; accepted: distinct stream numbers in "
+                f"0..{self.num_streams - 1}"
+            )
+        return streams
+
+    def _check_step(
+        self,
+        S: int,
+        obs: np.ndarray,
+        actions: np.ndarray,
+        rewards: np.ndarray,
+        terminated: np.ndarray,
+        done: np.ndarray,
+    ) -> np.ndarray:
+        """Refuse a step whose shapes or observation dtype do not fit ``S`` rows of this
+        buffer; returns ``obs`` as an array."""
+        obs = np.asarray(obs)
+        if obs.shape != (S, *self.obs_shape):
+            raise ValueError(
+                f"obs has shape {obs.shape}; this buffer stores "
+                f"({S}, {', '.join(map(str, self.obs_shape))}) ({S} streams of {self.obs_shape})"
+            )
+        if obs.dtype != self._np_obs_dtype:
+            raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
+        for name, arr in (
+            ("actions", actions),
+            ("rewards", rewards),
+            ("terminated", terminated),
+            ("done", done),
+        ):
+            if np.shape(arr) != (S,):
+                raise ValueError(f"{name} has shape {np.shape(arr)}; expected ({S},)")
+        return obs
+
+    def _write_history(
+        self, streams: np.ndarray, obs: np.ndarray, retired: list[np.ndarray]
+    ) -> None:
+        """The first time a stream writes, its observation may carry history frames
+        (e.g. a buffer created mid-episode): store them as unsampleable records."""
+        fresh = np.flatnonzero(~self._started[streams])
+        if not fresh.size:
+            return
+        new = streams[fresh]
+        for j in range(self.frame_stack - 1):
+            pos = self._claim(new)
+            retired.append(self._retire(pos))
+            self._write(pos, obs[fresh, j], np.full(new.size, NOT_SAMPLEABLE))
+        self._started[new] = True
+
+    def _complete_windows(
+        self,
+        streams: np.ndarray,
+        pos: np.ndarray,
+        done: np.ndarray,
+        final_obs: np.ndarray | None,
+        retired: list[np.ndarray],
+    ) -> np.ndarray:
+        """Records whose n-step window the step at ``pos`` completed (duplicates and
+        already active ones included); writes the FINAL records of ended episodes.
+
+        The transition at p - n has its whole n-step window now; an ended episode
+        completes every transition still waiting.
+        """
         self._pending[streams] += 1
         ripe = np.flatnonzero(~done & (self._pending[streams] > self.n_step))
         base = self._base[streams]
@@ -266,11 +324,7 @@ class TransitionStorage:
                 self._newest(np.asarray(final_obs)[ended]),
                 np.full(ended.size, NOT_SAMPLEABLE),
             )
-        act = np.concatenate(activated)
-        act = act[~self._active[act]]
-        self._active[act] = True
-        self.size += act.size
-        return np.concatenate(retired), act, pos
+        return np.concatenate(activated)
 
     # ------------------------------------------------------------------ reading
     def stacks(self, index: torch.Tensor) -> torch.Tensor:
@@ -293,13 +347,8 @@ class TransitionStorage:
         stream = torch.div(index, C, rounding_mode="floor")
         t = index - stream * C
         pos = stream[:, None] * C + (t[:, None] + self._steps).remainder(C)  # (B, n)
-        flags = self.flags[pos]
-        stop = (flags & (TERMINAL | END)) > 0
-        # Step j counts while no earlier step in the window ended the episode.
-        ended_before = torch.cumsum(stop.to(torch.int32), 1) - stop.to(torch.int32)
-        alive = (ended_before == 0).to(torch.float32)
-        returns = (self.rewards[pos] * alive * self._gamma_pow[:-1]).sum(1)
-        steps = alive.sum(1).to(torch.long)  # m >= 1
+        stop = (self.flags[pos] & (TERMINAL | END)) > 0
+        returns, steps = nstep_window(self.rewards[pos], stop, self._gamma_pow)  # m >= 1
         last = pos.gather(1, (steps - 1)[:, None]).squeeze(1)
         terminal = (self.flags[last] & TERMINAL) > 0
         discounts = self._gamma_pow[steps] * (~terminal).to(torch.float32)
@@ -338,7 +387,8 @@ class TransitionStorage:
                 )
         if tuple(state["obs_shape"]) != self.obs_shape:
             raise ValueError(
-                f"replay state has obs_shape={tuple(state['obs_shape'])}, this buffer has {self.obs_shape}"
+                f"replay state has obs_shape={tuple(state['obs_shape'])}, "
+                f"this buffer has {self.obs_shape}"
             )
         contents = state.get("contents")
         if contents is None:  # configuration only: start empty

@@ -96,3 +96,99 @@ def test_state_dict_round_trip_continues_identically():
     assert torch.equal(a.update(_batch()), b.update(_batch()))
     obs = torch.randn(64, 3)
     assert torch.equal(a.act(obs, 0.5), b.act(obs, 0.5))  # same exploration generator state
+
+
+def _filled(kind, seed=0):
+    import numpy as np
+
+    from rlamd.replay import PrioritizedReplayBuffer
+
+    buf = kind(
+        256,
+        4,
+        (3,),
+        torch.float32,
+        num_actions=4,
+        n_step=3,
+        seed=seed,
+        **({"backend": "torch"} if kind is PrioritizedReplayBuffer else {}),
+    )
+    rng = np.random.default_rng(seed)
+    z = np.zeros(4, dtype=bool)
+    for t in range(40):
+        obs = rng.normal(size=(4, 3)).astype(np.float32)
+        done = (np.arange(4) + t) % 7 == 0
+        buf.add(obs, rng.integers(0, 4, 4), rng.normal(size=4).astype(np.float32), z, done, obs + 1)
+    return buf
+
+
+@pytest.mark.parametrize("prioritized", [True, False])
+@pytest.mark.parametrize("tau", [1.0, 0.3])
+def test_graph_ready_learn_step_equals_sample_update_priorities(prioritized, tau):
+    """agent.learn (the step a GPU captures, run eagerly here) == today's three calls."""
+    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
+
+    kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    new, old = _agent(target_update_interval=3, tau=tau), _agent(target_update_interval=3, tau=tau)
+    new_buf, old_buf = _filled(kind), _filled(kind)
+    for i in range(10):  # hard syncs after updates 3, 6, 9
+        beta = 0.4 + 0.05 * i
+        td_new = new.learn(new_buf, 16, beta)
+        kw = {"beta": beta} if prioritized else {}
+        batch = old_buf.sample(16, **kw)
+        td_old = old.update(batch)
+        if prioritized:
+            old_buf.update_priorities(batch.indices, td_old)
+        assert torch.equal(td_new, td_old)
+    assert new.updates == old.updates == 10 and int(new._updates_t) == 10
+    for a, b in zip(
+        [*new.q.parameters(), *new.target.parameters()],
+        [*old.q.parameters(), *old.target.parameters()],
+        strict=True,
+    ):
+        assert torch.equal(a, b)
+    if prioritized:
+        assert torch.equal(new_buf.sampler.tree.leaves, old_buf.sampler.tree.leaves)
+    assert new.read_metrics() == old.read_metrics()
+    if tau == 1.0:  # the blend is an exact copy on sync updates and a no-op between them
+        new.learn(new_buf, 16)
+        assert not all(
+            torch.equal(a, b)
+            for a, b in zip(new.q.parameters(), new.target.parameters(), strict=True)
+        )
+
+
+def test_target_blend_is_a_copy_exactly_on_due_updates():
+    agent = _agent(target_update_interval=2)
+    with torch.no_grad():
+        for p in agent.q.parameters():
+            p.add_(1.0)
+    before = [p.clone() for p in agent.target.parameters()]
+    agent._updates_t.fill_(3)
+    agent._blend_target()
+    assert all(torch.equal(t, b) for t, b in zip(agent.target.parameters(), before, strict=True))
+    agent._updates_t.fill_(4)
+    agent._blend_target()
+    assert all(
+        torch.equal(t, q)
+        for t, q in zip(agent.target.parameters(), agent.q.parameters(), strict=True)
+    )
+
+
+def test_act_takes_a_device_epsilon_tensor_like_a_float():
+    a, b = _agent(), _agent()
+    obs = torch.randn(256, 3)
+    assert torch.equal(a._act_body(obs, 0.3), b._act_body(obs, torch.tensor(0.3)))
+
+
+def test_graph_on_is_refused_on_the_cpu():
+    with pytest.raises(ValueError, match="graph='on' needs a CUDA or ROCm GPU"):
+        DQN(DQNConfig(hidden=(8,)), (3,), 2, CPU, Precision("fp32", CPU), graph="on")
+
+
+def test_load_state_dict_restores_the_device_update_counter():
+    a, b = _agent(), _agent()
+    for _ in range(3):
+        a.update(_batch())
+    b.load_state_dict(a.state_dict())
+    assert int(b._updates_t) == 3 and b.updates == 3

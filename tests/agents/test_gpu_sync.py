@@ -1,5 +1,5 @@
 """On a GPU, a whole DQN learn step (sample, update, priorities) and a whole PPO update
-run without one host synchronisation (DESIGN.md, rule 2)."""
+run without one host synchronisation (docs/ARCHITECTURE.md, rule 2)."""
 
 from __future__ import annotations
 

@@ -46,8 +46,16 @@ def test_gae_equals_brute_force_with_truncation_and_termination_inside():
     ro.bootstrap.copy_(torch.where(trunc, torch.randn(T, N, generator=g), torch.zeros(T, N)))
     last = torch.randn(N, generator=g)
     adv, ret = compute_gae(ro.rewards, ro.values, ro.ended, ro.next_values(last), 0.99, 0.95)
-    ref = brute_force_gae(ro.rewards.double(), ro.values.double(), term, term | trunc, ro.bootstrap.double(),
-                          last.double(), 0.99, 0.95)  # fmt: skip
+    ref = brute_force_gae(
+        ro.rewards.double(),
+        ro.values.double(),
+        term,
+        term | trunc,
+        ro.bootstrap.double(),
+        last.double(),
+        0.99,
+        0.95,
+    )
     torch.testing.assert_close(adv.double(), ref, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(ret, adv + ro.values)
 
@@ -92,8 +100,14 @@ def test_update_moves_towards_advantaged_actions_and_logs_ppo_keys():
     after = torch.softmax(agent.net(flat)[0], 1)[:, 0].mean()
     assert after > before
     m = agent.read_metrics()
-    for key in ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
-                "losses/clipfrac", "losses/explained_variance"):  # fmt: skip
+    for key in (
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+    ):
         assert key in m
     assert agent.updates == 8
 
@@ -116,3 +130,37 @@ def test_bad_config():
         PPOConfig(num_minibatches=0)
     with pytest.raises(ValueError, match="gae_lambda=1.5"):
         PPOConfig(gae_lambda=1.5)
+
+
+def test_minibatch_step_over_static_rows_equals_slicing_a_permutation():
+    """The single-learner path (the step a GPU captures) == the plain per-slice loop."""
+    new, old = (
+        _agent(num_minibatches=4, update_epochs=3),
+        _agent(num_minibatches=4, update_epochs=3),
+    )
+    ro = _rollout(T=16, N=2)
+    with torch.no_grad():
+        a, lp, v = old.act(ro.obs.reshape(-1, 4))
+    new.generator.set_state(old.generator.get_state())
+    ro.actions.copy_(a.view(16, 2))
+    ro.logprobs.copy_(lp.view(16, 2))
+    ro.values.copy_(v.view(16, 2))
+    rows = new.flatten(ro, torch.zeros(2))
+    new.learn(rows)
+    B, mb = 32, 8
+    for _epoch in range(3):  # what PPO.learn did before the static-row step
+        perm = torch.randperm(B, generator=old.generator)
+        for start in range(0, B, mb):
+            idx = perm[start : start + mb]
+            old._minibatch(*(c[idx] for c in rows))
+    assert new.updates == 12
+    for p, q in zip(new.params, old.params, strict=True):
+        assert torch.equal(p, q)
+
+
+def test_target_kl_stops_the_epochs_early():
+    agent = _agent(num_minibatches=2, update_epochs=10, lr=0.5, target_kl=1e-6)
+    ro = _rollout()
+    ro.actions.random_(0, 3)
+    agent.update(ro, torch.zeros(2))
+    assert 2 <= agent.updates < 20

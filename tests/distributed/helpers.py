@@ -6,12 +6,12 @@ import torch
 
 from rlamd.agents.ppo import PPORows
 from rlamd.replay import ReplayBatch
-from rlamd.train import sections_from_dicts
+from rlamd.runconfig import RunConfig
 
 
-def sections(algo: str, **ray: object) -> dict:
+def sections(algo: str, **ray: object) -> RunConfig:
     """CartPole, fp32 on the CPU, settings small enough for a test."""
-    return sections_from_dicts({
+    return RunConfig.from_dict({
         "train": {"env": "cartpole", "algo": algo, "precision": "fp32", "device": "cpu", "seed": 3},
         "dqn": {"buffer_size": 2_000, "batch_size": 64, "target_update_interval": 2, "lr": 1e-3},
         "ppo": {"num_minibatches": 1, "update_epochs": 3, "lr": 1e-3},
@@ -53,14 +53,20 @@ def share(x, rank: int, world: int):
     return x[rank * n : (rank + 1) * n]
 
 
+def parameters_vector(learner) -> torch.Tensor:
+    """A learner's parameters, flattened, on the CPU (to compare learners)."""
+    return torch.cat([p.detach().reshape(-1).cpu() for p in learner.agent.params])
+
+
 def train_share(learner, algo: str, rank: int, world: int) -> torch.Tensor:
     """Three DQN updates (or one PPO iteration of 3 epochs) on this learner's share."""
     if algo == "dqn":
         for i in range(3):
-            learner.update_batch(share(dqn_batch(i), rank, world))
+            learner.agent.update(share(dqn_batch(i), rank, world))
     else:
-        learner.learn(0.0, False, share(ppo_rows(0), rank, world))
-    return learner.parameters_vector()
+        learner.feed(share(ppo_rows(0), rank, world), 0)
+        learner.step(0.0)
+    return parameters_vector(learner)
 
 
 def group_member(rank: int, world: int, algo: str) -> torch.Tensor:
@@ -78,4 +84,4 @@ def whole_batch(algo: str) -> tuple[torch.Tensor, torch.Tensor]:
     from rlamd.distributed.roles import Learner
 
     learner = Learner(sections(algo), 0, 1, "cpu", num_streams=2)
-    return learner.parameters_vector(), train_share(learner, algo, 0, 1)
+    return parameters_vector(learner), train_share(learner, algo, 0, 1)

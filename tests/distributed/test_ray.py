@@ -12,7 +12,7 @@ import torch
 
 from rlamd.train import main
 
-from .helpers import dqn_batch, ppo_rows, sections, share, whole_batch
+from .helpers import dqn_batch, parameters_vector, ppo_rows, sections, share, whole_batch
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -38,10 +38,20 @@ def _evaluate(run: str, logdir, capsys) -> dict:
 
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
 def test_two_ray_learners_on_halves_match_one_learner_on_the_whole_batch(algo):
-    from rlamd.distributed.driver import _RayLearner
+    from rlamd.distributed.roles import Learner
+
+    @ray.remote
+    class _ProbedLearner(Learner):
+        """A learner actor that also takes given batches and shows its parameters."""
+
+        def update_batch(self, batch):
+            self.agent.update(batch)
+
+        def parameters(self):
+            return parameters_vector(self)
 
     learners = [
-        _RayLearner.options(num_cpus=1).remote(sections(algo), r, 2, "cpu", 2) for r in range(2)
+        _ProbedLearner.options(num_cpus=1).remote(sections(algo), r, 2, "cpu", 2) for r in range(2)
     ]
     addr, port = ray.get(learners[0].rendezvous.remote())
     ray.get([ln.join.remote(addr, port) for ln in learners])
@@ -51,10 +61,9 @@ def test_two_ray_learners_on_halves_match_one_learner_on_the_whole_batch(algo):
                 [ln.update_batch.remote(share(dqn_batch(i), r, 2)) for r, ln in enumerate(learners)]
             )
     else:
-        ray.get(
-            [ln.learn.remote(0.0, False, share(ppo_rows(0), r, 2)) for r, ln in enumerate(learners)]
-        )
-    two = ray.get([ln.parameters_vector.remote() for ln in learners])
+        ray.get([ln.feed.remote(share(ppo_rows(0), r, 2), 0) for r, ln in enumerate(learners)])
+        ray.get([ln.step.remote(0.0) for ln in learners])
+    two = ray.get([ln.parameters.remote() for ln in learners])
     for ln in learners:
         ray.kill(ln)
     assert torch.equal(two[0], two[1])
@@ -86,9 +95,9 @@ def test_cartpole_learns_with_ray(tmp_path, capsys, algo, best, final):
 
 def _engine(algo: str = "dqn"):
     from rlamd.distributed.driver import RayEngine
-    from rlamd.train import sections_from_dicts
+    from rlamd.runconfig import RunConfig
 
-    s = sections_from_dicts({
+    s = RunConfig.from_dict({
         "train": {"env": "cartpole", "algo": algo, "steps": 100_000, "device": "cpu", "seed": 1},
         "dqn": {"buffer_size": 20_000, "batch_size": 64, "learning_starts": 500, "train_frequency": 2},
         "ray": {"enabled": True, "num_rollout_workers": 2, "envs_per_worker": 2, "chunk_steps": 16},
@@ -116,6 +125,63 @@ def test_killing_a_rollout_worker_does_not_stop_training_and_its_restart_is_coun
         assert engine.metrics()["ray/worker_restarts"] == engine.worker_restarts
         assert engine.updates > updates  # training went on
         assert ray.get(engine.workers[0].where.remote())["pid"] != pid  # Ray restarted it
+    finally:
+        engine.close()
+
+
+def _ppo_engine(num_steps: int = 128):
+    from dataclasses import replace
+
+    from rlamd.distributed.driver import RayEngine
+
+    cfg = sections("ppo", enabled=True, num_rollout_workers=2, envs_per_worker=2)
+    cfg = replace(cfg, ppo=replace(cfg.ppo, num_steps=num_steps))
+    return RayEngine(cfg, 0, None, lambda msg: None)
+
+
+def _pid(engine, w: int) -> int:
+    return ray.get(engine.workers[w].where.remote(), timeout=300)["pid"]
+
+
+def test_killing_a_ppo_worker_between_iterations_is_counted_as_a_restart():
+    """The next call waits for the restarted actor instead of failing: the new process
+    is seen in what it reports."""
+    engine = _ppo_engine()
+    try:
+        engine.iterate()
+        pid, step = _pid(engine, 1), engine.step
+        ray.kill(engine.workers[1], no_restart=False)
+        engine.iterate()  # re-collected from the restarted worker; nothing hangs
+        assert engine.step == 2 * step  # a whole iteration, every worker's rollout
+        assert engine.worker_restarts == 1
+        assert engine.metrics()["ray/worker_restarts"] == 1
+        assert _pid(engine, 1) != pid
+        engine.iterate()
+        assert engine.worker_restarts == 1 and engine.step == 3 * step
+    finally:
+        engine.close()
+
+
+def test_killing_a_ppo_worker_during_collection_recollects_its_rollout():
+    engine = _ppo_engine(num_steps=2048)  # seconds of collection: the kill lands inside
+    try:
+        engine.iterate()
+        step, updates = engine.step, engine.updates
+        pid = _pid(engine, 0)
+        calls = engine.collect
+
+        def collect_then_kill(w, n):  # the kill lands while worker 0's rollout is in flight
+            refs = calls(w, n)
+            if w == 0 and engine.worker_restarts == 0:
+                time.sleep(0.5)
+                ray.kill(engine.workers[0], no_restart=False)
+            return refs
+
+        engine.collect = collect_then_kill
+        engine.iterate()
+        assert engine.worker_restarts == 1 and engine.lost_chunks >= 1
+        assert engine.step == 2 * step and engine.updates > updates
+        assert _pid(engine, 0) != pid
     finally:
         engine.close()
 
@@ -166,3 +232,24 @@ def test_learner_death_keeps_the_checkpoint_and_the_run_resumes(tmp_path, capsys
         assert "restarting (1 of --max-failures 1)" in err
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
     assert state["step"] >= 12_000
+
+
+def test_rollout_actors_take_their_threads_from_their_ray_cpus():
+    """Each actor sets torch's threads from its own num_cpus, not from the node's cores or
+    an inherited OMP_NUM_THREADS (here 4, which torch would otherwise take)."""
+    from rlamd.distributed.roles import RolloutWorker
+
+    @ray.remote
+    class _Probed(RolloutWorker):
+        def threads(self) -> int:
+            return torch.get_num_threads()
+
+    env = {"env_vars": {"OMP_NUM_THREADS": "4"}}
+    actors = [
+        _Probed.options(num_cpus=1, runtime_env=env).remote(sections("ppo"), i) for i in range(2)
+    ]
+    try:
+        assert ray.get([a.threads.remote() for a in actors]) == [1, 1]
+    finally:
+        for a in actors:
+            ray.kill(a)

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from rlamd.algos.dqn import chunk_td_errors
 from rlamd.distributed import ClusterFitError, RayConfig
 from rlamd.distributed.config import learner_device_spec, plan_layout
-from rlamd.distributed.roles import chunk_td_errors
 from rlamd.distributed.sync import run_group
 from rlamd.replay import PrioritizedReplayBuffer
 

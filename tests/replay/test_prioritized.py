@@ -27,9 +27,16 @@ def frequencies(buf, draws, batch=256, beta=0.4):
 
 def make(capacity=400, num_envs=4, alpha=0.6, seed=0, backend="auto"):
     return PrioritizedReplayBuffer(
-        capacity, num_envs, (2,), torch.float32, num_actions=4, n_step=1, alpha=alpha,
-        seed=seed, backend=backend,
-    )  # fmt: skip
+        capacity,
+        num_envs,
+        (2,),
+        torch.float32,
+        num_actions=4,
+        n_step=1,
+        alpha=alpha,
+        seed=seed,
+        backend=backend,
+    )
 
 
 @pytest.mark.parametrize("skew", ["random", "skewed"])
@@ -120,3 +127,18 @@ def test_unvalidated_bad_priorities_are_dropped_and_counted():
     buf.update_priorities(b.indices, torch.tensor([float("inf"), -2.0, float("nan"), 0.5]))
     after = buf.sampler.tree.leaves[b.indices]
     assert torch.equal(after[:3], before[:3]) and buf.sampler.rejected.item() == 3
+
+
+@pytest.mark.parametrize("backend", ["torch", "numba"])
+def test_beta_as_a_device_tensor_equals_the_float(backend):
+    buf, env = make(backend=backend), CountingEnv(4, seed=8)
+    fill(buf, env, 40)
+    active = torch.from_numpy(buf.storage.active_indices())
+    buf.update_priorities(active, torch.rand(active.numel()) * 3)
+    r = torch.rand(16, generator=torch.Generator().manual_seed(0))
+    as_float = buf.sampler.sample(16, beta=0.55, uniforms=r)
+    as_tensor = buf.sampler.sample(16, beta=torch.tensor(0.55, dtype=torch.float64), uniforms=r)
+    assert torch.equal(as_float[0], as_tensor[0]) and torch.equal(as_float[1], as_tensor[1])
+    assert as_float[1].min() < 1.0  # the weights depend on beta: not all ones
+    with pytest.raises(ValueError, match=r"uniforms has shape \(8,\); accepted: \(16,\)"):
+        buf.sampler.sample(16, uniforms=r[:8])

@@ -128,13 +128,17 @@ def _run(buf, seed):
 
 @pytest.mark.parametrize("backend", ["torch", "numba"])
 def test_same_seed_same_samples(backend):
-    make = lambda seed: PrioritizedReplayBuffer(100, 2, (2,), seed=seed, backend=backend)  # noqa: E731
+    def make(seed):
+        return PrioritizedReplayBuffer(100, 2, (2,), seed=seed, backend=backend)
+
     assert torch.equal(_run(make(1), 0), _run(make(1), 0))
     assert not torch.equal(_run(make(1), 0), _run(make(2), 0))
 
 
 def test_torch_and_numba_backends_sample_the_same():
-    make = lambda b: PrioritizedReplayBuffer(100, 2, (2,), seed=5, alpha=1.0, backend=b)  # noqa: E731
+    def make(b):
+        return PrioritizedReplayBuffer(100, 2, (2,), seed=5, alpha=1.0, backend=b)
+
     assert torch.equal(_run(make("torch"), 0), _run(make("numba"), 0))
 
 
@@ -186,3 +190,28 @@ def test_bytes_per_atari_transition_at_a_million():
     )
     assert small.storage.bytes_per_record() == per_record
     del buf
+
+
+@pytest.mark.parametrize("prioritized", [False, True])
+@pytest.mark.parametrize(
+    ("capacity", "obs_shape", "dtype", "stack", "actions"),
+    [(1024, (4, 84, 84), torch.uint8, 4, 6), (1000, (3,), torch.float32, 1, 300)],
+)
+def test_bytes_per_transition_is_what_the_buffer_allocates(
+    prioritized, capacity, obs_shape, dtype, stack, actions
+):
+    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, bytes_per_transition
+
+    cls = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    buf = cls(capacity, 4, obs_shape, dtype, frame_stack=stack, num_actions=actions)
+    st = buf.storage
+    tensors = (st.frames, st.actions, st.rewards, st.flags)
+    trees = [buf.sampler.tree] + ([buf.sampler.min_tree] if prioritized else [])
+    allocated = sum(t.numel() * t.element_size() for t in tensors)
+    allocated += sum(t.flat.numel() * t.flat.element_size() for t in trees)
+    per_t = bytes_per_transition(obs_shape, dtype, stack, actions, prioritized, capacity)
+    assert per_t == pytest.approx(allocated / capacity, rel=1e-12)
+    assert buf.nbytes_per_transition() == per_t
+    # Without a capacity: the unpadded share, exact for a power of the arity (1024 = 32**2).
+    loose = bytes_per_transition(obs_shape, dtype, stack, actions, prioritized)
+    assert loose == pytest.approx(per_t) if capacity == 1024 else loose < per_t

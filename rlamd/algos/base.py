@@ -1,0 +1,155 @@
+"""What an algorithm is to the rest of rlamd: the seams, as Protocols.
+
+An *algorithm* is one object that owns everything algorithm-specific about a run: its
+presets, how its agent and policy are built, the loop a single process runs, what a Ray
+rollout worker collects, what a Ray learner does with it, and which Ray driver schedules
+them. The run loop, the engines, checkpoints and the CLI only talk to these Protocols,
+so a new algorithm is one new module plus one line in :data:`rlamd.algos.ALGORITHMS`
+(and, to run on Ray, a scheduling class in ``rlamd/distributed/`` plus one line in
+:data:`rlamd.distributed.driver.DRIVERS`). See docs/ARCHITECTURE.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+import torch
+
+from rlamd.envs import Step, VecEnv
+
+if TYPE_CHECKING:
+    from rlamd.collector import Collector
+    from rlamd.runconfig import RunConfig
+
+__all__ = [
+    "Agent",
+    "Algorithm",
+    "LearnerPart",
+    "Loop",
+    "Policy",
+    "RolloutSource",
+    "obs_info",
+]
+
+Policy = Callable[[torch.Tensor], torch.Tensor]
+"""Observations on the device -> actions on the device."""
+
+
+class Agent(Protocol):
+    """What every agent offers (DQN and PPO in ``rlamd.agents``)."""
+
+    precision: Any
+    policy_net: torch.nn.Module
+    updates: int
+    sync: Any
+
+    def read_metrics(self) -> dict[str, float]: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class Loop(Protocol):
+    """A single-process training loop: collect, store, learn."""
+
+    step: int
+
+    def iterate(self) -> list[Step]:
+        """One vector step (off-policy) or one rollout and its update (on-policy)."""
+        ...
+
+    def describe(self) -> str:
+        """A few words for the log (replay size, rollout shape)."""
+        ...
+
+    def memory_bytes(self) -> float:
+        """Bytes the loop's replay holds on its device (0 without one)."""
+        ...
+
+    def learning_sps(self, env_sps: float) -> float:
+        """Expected env steps/s once learning runs, given the speed measured so far."""
+        ...
+
+    def metrics(self) -> dict[str, float]:
+        """Schedules and agent metrics for the log (one host sync)."""
+        ...
+
+    def state_dict(self, include_replay: bool) -> dict:
+        """What a checkpoint needs besides the agent (the replay, for instance)."""
+        ...
+
+    def load_state_dict(self, state: dict) -> list[str]:
+        """Restore from a checkpoint; returns lines saying what was and wasn't restored."""
+        ...
+
+
+class RolloutSource(Protocol):
+    """A Ray rollout worker's algorithm-specific half: turn env steps into a payload."""
+
+    def collect(self, num_steps: int) -> tuple[Any, list[Step]]:
+        """``(payload for a learner, the vector steps taken)``."""
+        ...
+
+
+class LearnerPart(Protocol):
+    """A Ray learner's algorithm-specific half (the driver calls it through the learner)."""
+
+    def feed(self, payload: Any, slot: int) -> int:
+        """Take a worker's payload (``slot``: where its streams start); returns a size."""
+        ...
+
+    def step(self, *args: Any) -> None:
+        """Learn (what ``args`` mean is agreed with the algorithm's driver)."""
+        ...
+
+    def describe(self) -> dict[str, Any]: ...
+    def metrics(self) -> dict[str, float]: ...
+
+
+class Algorithm(Protocol):
+    """One training algorithm: presets, builders, local loop and Ray roles."""
+
+    name: str
+    """Registry name; also the name of its config section (``cfg.dqn`` / ``cfg.ppo``)."""
+    presets: dict[str, dict[str, dict[str, Any]]]
+    """Env family -> {section: {key: value}}, what differs from the dataclass defaults."""
+
+    def build_agent(
+        self, cfg: RunConfig, device: torch.device, env: VecEnv, log: Any = None
+    ) -> Agent:
+        """The agent on ``device``; ``log`` hears why a graph capture failed, once."""
+        ...
+
+    def policy(self, agent: Any, cfg: RunConfig, epsilon: float | None = None) -> Policy:
+        """An evaluation policy (``epsilon`` None: the configured evaluation epsilon)."""
+        ...
+
+    def local_loop(
+        self, cfg: RunConfig, collector: Collector, agent: Any, start_step: int, log: Any
+    ) -> Loop: ...
+
+    def rollout_source(
+        self, cfg: RunConfig, collector: Collector, agent: Any, index: int
+    ) -> RolloutSource: ...
+
+    def learner_part(
+        self, cfg: RunConfig, agent: Any, env: VecEnv, rank: int, world: int, streams: int, log: Any
+    ) -> LearnerPart | None: ...
+
+
+def obs_info(env: VecEnv) -> tuple[tuple[int, ...], torch.dtype, int]:
+    """``(observation shape, torch dtype, frames stacked)`` of one env observation."""
+    space = env.single_observation_space
+    shape = tuple(space.shape)
+    dtype = torch.uint8 if str(space.dtype) == "uint8" else torch.float32
+    stack = shape[0] if dtype == torch.uint8 and len(shape) == 3 else 1
+    return shape, dtype, stack
+
+
+def make_precision(cfg: RunConfig, device: torch.device, max_grad_norm: float, grad_clamp: float):
+    """The run's clamped mixed-precision helper on ``device``."""
+    from rlamd.device import describe_device
+    from rlamd.precision import Precision, resolve_precision
+
+    mode = resolve_precision(cfg.train.precision, device, describe_device(device).bf16)
+    return Precision(mode, device, max_grad_norm=max_grad_norm, grad_clamp=grad_clamp)

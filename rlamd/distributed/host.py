@@ -1,0 +1,43 @@
+"""What an algorithm's Ray driver may use of the engine that hosts it (a Protocol).
+
+:class:`rlamd.distributed.driver.RayEngine` implements it; the drivers
+(:mod:`rlamd.distributed.apex`, :mod:`rlamd.distributed.ppo_sync`) only see this, so the
+engine can import them without an import cycle.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from rlamd.distributed.config import RayConfig
+from rlamd.runconfig import RunConfig, TrainConfig
+
+__all__ = ["DriverHost"]
+
+
+class DriverHost(Protocol):
+    cfg: RunConfig
+    train: TrainConfig
+    rc: RayConfig
+    learners: list[Any]
+    """Learner actor handles, by rank."""
+    step: int
+    """Env steps collected; the driver adds to it as data arrives."""
+    updates: int
+    version: int
+    """Version of the weights workers get with their next call."""
+    latest: dict[str, float]
+    """Learner 0's newest metrics; the driver updates it."""
+
+    def collect(self, w: int, num_steps: int) -> tuple[Any, Any]:
+        """Ask worker ``w`` for ``num_steps`` vector steps: ``(payload ref, info ref)``."""
+        ...
+
+    def publish_weights(self) -> None: ...
+    def worker_lost(self, w: int, exc: BaseException) -> None: ...
+    def worker_back(self, w: int, incarnation: int) -> None: ...
+    def payload_lost(self, w: int) -> None: ...
+    def get(self, refs: list, what: str, lost: list | None = None) -> list: ...
+    def wait(self, refs: list) -> list:
+        """One ready ref of ``refs``; stops the run when nothing arrives in time."""
+        ...

@@ -1,0 +1,339 @@
+"""Triton kernels for the prioritized replay's sum and min trees (GPU backend).
+
+The kernels follow the layout of :mod:`rlamd.replay.segment_tree` and the same arithmetic
+as its torch reference (float64 accumulation and weights, float32 storage), so the three
+backends build identical trees and draw identical indices from the same uniforms.
+
+* :func:`sample` -- one launch: stratified draw, batched descent of the sum tree and the
+  importance weights (read from the min tree's root);
+* :func:`write` -- one launch: leaf writes (duplicates: the largest value wins) for a sum
+  tree and, optionally, its min tree, then the ancestor repair of both, level by level
+  inside one program. Prioritized updates and activate/retire compute their leaf values
+  in the same launch, on the device, from the sampler's state.
+
+A write of more than :data:`MAX_FUSED` indices (a checkpoint load, a bulk fill) uses the
+torch leaf write plus one launch per level that rebuilds the whole level.
+
+Every launch reads its per-step scalars (beta, the running maximum priority) from device
+tensors: no host synchronisation, fixed shapes, so sampling and updating can be captured
+in a CUDA/HIP graph. On CPU tensors the same kernels run in Triton's interpreter
+(``TRITON_INTERPRET=1`` set before Python starts; tests).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+__all__ = ["MAX_FUSED", "rebuild", "sample", "write"]
+
+MAX_FUSED = 8192
+"""Most indices one fused write handles in a single program (one block of lanes)."""
+
+# Write modes (what the leaf values are computed from).
+SET, PRIORITY, ACTIVATE = 0, 1, 2
+
+
+def _sample_kernel(
+    sum_ptr,
+    min_ptr,
+    offs_ptr,
+    u_ptr,
+    beta_ptr,
+    shrink_ptr,
+    idx_ptr,
+    w_ptr,
+    n,
+    K: tl.constexpr,
+    DEPTH: tl.constexpr,
+    WEIGHTS: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    lane = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = lane < n
+    r = tl.load(u_ptr + lane, mask=live, other=0.0).to(tl.float64)
+    total = tl.load(sum_ptr).to(tl.float64)
+    # Stratified: one uniform in each of n equal slices of [0, total).
+    x = (lane.to(tl.float64) + r) * (total / n)
+    x = tl.minimum(x, total * tl.load(shrink_ptr))
+    node = tl.zeros([BLOCK], dtype=tl.int64)
+    for level in tl.static_range(1, DEPTH + 1):
+        first = tl.load(offs_ptr + level) + node * K
+        acc = tl.zeros([BLOCK], dtype=tl.float64)
+        chosen = tl.full([BLOCK], -1, dtype=tl.int64)
+        ex = tl.zeros([BLOCK], dtype=tl.float64)
+        last = tl.full([BLOCK], K - 1, dtype=tl.int64)
+        last_ex = tl.zeros([BLOCK], dtype=tl.float64)
+        for c in tl.static_range(K):
+            v = tl.load(sum_ptr + first + c, mask=live, other=0.0)
+            v64 = v.to(tl.float64)
+            nxt = acc + v64
+            pos = v > 0.0
+            last = tl.where(pos, c, last)
+            last_ex = tl.where(pos, acc, last_ex)
+            hit = pos & (chosen < 0) & (x < nxt)
+            chosen = tl.where(hit, c, chosen)
+            ex = tl.where(hit, acc, ex)
+            acc = nxt
+        # Past the end (rounding) or an empty tail: the last positive child.
+        miss = chosen < 0
+        chosen = tl.where(miss, last, chosen)
+        x = x - tl.where(miss, last_ex, ex)
+        node = node * K + chosen
+    tl.store(idx_ptr + lane, node, mask=live)
+    if WEIGHTS:
+        leaf = tl.load(sum_ptr + tl.load(offs_ptr + DEPTH) + node, mask=live, other=1.0)
+        ratio = leaf.to(tl.float64) / tl.load(min_ptr).to(tl.float64)
+        w = tl.exp(-tl.load(beta_ptr).to(tl.float64) * tl.log(ratio))
+        tl.store(w_ptr + lane, w.to(tl.float32), mask=live)
+
+
+def _write_kernel(
+    sum_ptr,
+    min_ptr,
+    offs_ptr,
+    idx_ptr,
+    aux_ptr,
+    val_ptr,
+    state_ptr,
+    params_ptr,
+    n,
+    n_first,
+    K: tl.constexpr,
+    DEPTH: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_MIN: tl.constexpr,
+    SUM_IS_MIN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """One program: leaf values, leaf writes, then the ancestors, level by level.
+
+    MODE SET: ``val_ptr`` holds the values (the same for both trees).
+    MODE PRIORITY: ``val_ptr`` holds priorities; ``state`` = [max priority, rejected].
+    MODE ACTIVATE: the first ``n_first`` of ``idx`` (``idx_ptr``) are retired, the rest
+    (``aux_ptr``) activated with ``max_priority ** alpha``.
+    """
+    lane = tl.arange(0, BLOCK)
+    live = lane < n
+    leaf_off = tl.load(offs_ptr + DEPTH)
+    if MODE == 2:
+        second = live & (lane >= n_first)
+        i0 = tl.load(idx_ptr + lane, mask=live & (lane < n_first), other=0)
+        i1 = tl.load(aux_ptr + (lane - n_first), mask=second, other=0)
+        idx = tl.where(second, i1, i0).to(tl.int64)
+        alpha = tl.load(params_ptr)
+        new = tl.exp(alpha * tl.log(tl.load(state_ptr))).to(tl.float32)
+        sval = tl.where(second, new, 0.0)
+        mval = tl.where(second, new, float("inf"))
+    else:
+        idx = tl.load(idx_ptr + lane, mask=live, other=0).to(tl.int64)
+        if MODE == 1:
+            pr = tl.load(val_ptr + lane, mask=live, other=0.0)
+            ok = (pr >= 0.0) & (pr < float("inf"))  # NaN fails both
+            cur_s = tl.load(sum_ptr + leaf_off + idx, mask=live, other=0.0)
+            cur_m = tl.load(min_ptr + leaf_off + idx, mask=live, other=0.0)
+            keep = live & ok & (cur_s > 0.0)  # retired records stay retired
+            p = pr.to(tl.float64) + tl.load(params_ptr + 1)
+            pa = tl.exp(tl.load(params_ptr) * tl.log(tl.where(keep, p, 1.0))).to(tl.float32)
+            sval = tl.where(keep, pa, cur_s)
+            mval = tl.where(keep, pa, cur_m)
+            top = tl.max(tl.where(keep, p, 0.0), axis=0)
+            bad = tl.sum(tl.where(live & (ok == 0), 1.0, 0.0).to(tl.float64), axis=0)
+            tl.store(state_ptr, tl.maximum(tl.load(state_ptr), top))
+            tl.store(state_ptr + 1, tl.load(state_ptr + 1) + bad)
+        else:
+            sval = tl.load(val_ptr + lane, mask=live, other=0.0)
+            mval = sval
+    # Every lane has read its current leaves before any lane resets a duplicate's.
+    tl.debug_barrier()
+    # Leaves: reset, then the largest value of each index wins (order-free, deterministic).
+    tl.store(sum_ptr + leaf_off + idx, float("-inf"), mask=live)
+    if HAS_MIN:
+        tl.store(min_ptr + leaf_off + idx, float("-inf"), mask=live)
+    tl.debug_barrier()
+    tl.atomic_max(sum_ptr + leaf_off + idx, sval, mask=live)
+    if HAS_MIN:
+        tl.atomic_max(min_ptr + leaf_off + idx, mval, mask=live)
+    tl.debug_barrier()
+    node = idx
+    for up in tl.static_range(DEPTH):
+        level = DEPTH - 1 - up
+        node = node // K
+        first = tl.load(offs_ptr + level + 1) + node * K
+        s_acc = tl.zeros([BLOCK], dtype=tl.float64)
+        m_acc = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+        for c in tl.static_range(K):
+            v = tl.load(sum_ptr + first + c, mask=live, other=0.0, volatile=True)
+            if SUM_IS_MIN:
+                m_acc = tl.minimum(m_acc, v)
+            else:
+                s_acc = s_acc + v.to(tl.float64)
+            if HAS_MIN:
+                m_acc = tl.minimum(
+                    m_acc, tl.load(min_ptr + first + c, mask=live, other=0.0, volatile=True)
+                )
+        parent = tl.load(offs_ptr + level) + node
+        # Lanes sharing a parent store the same value: the write is deterministic.
+        if SUM_IS_MIN:
+            tl.store(sum_ptr + parent, m_acc, mask=live)
+        else:
+            tl.store(sum_ptr + parent, s_acc.to(tl.float32), mask=live)
+        if HAS_MIN:
+            tl.store(min_ptr + parent, m_acc, mask=live)
+        tl.debug_barrier()
+
+
+def _rebuild_kernel(
+    tree_ptr,
+    child_off,
+    parent_off,
+    n_parents,
+    K: tl.constexpr,
+    IS_MIN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    node = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    live = node < n_parents
+    first = child_off + node.to(tl.int64) * K
+    s_acc = tl.zeros([BLOCK], dtype=tl.float64)
+    m_acc = tl.full([BLOCK], float("inf"), dtype=tl.float32)
+    for c in tl.static_range(K):
+        v = tl.load(tree_ptr + first + c, mask=live, other=0.0)
+        if IS_MIN:
+            m_acc = tl.minimum(m_acc, v)
+        else:
+            s_acc = s_acc + v.to(tl.float64)
+    if IS_MIN:
+        tl.store(tree_ptr + parent_off + node, m_acc, mask=live)
+    else:
+        tl.store(tree_ptr + parent_off + node, s_acc.to(tl.float32), mask=live)
+
+
+_KERNELS = None
+
+
+def _pick(t: torch.Tensor) -> tuple:
+    """The three kernels (compiled once). CPU tensors need Triton's interpreter, which
+    Triton turns on at import time from ``TRITON_INTERPRET=1``."""
+    global _KERNELS
+    if t.device.type == "cpu" and not _interpreting():
+        raise ValueError(
+            "backend='triton' on CPU tensors runs only in Triton's interpreter: set "
+            "TRITON_INTERPRET=1 before Python starts; accepted: GPU tensors, or that variable"
+        )
+    if _KERNELS is None:
+        _KERNELS = tuple(triton.jit(f) for f in (_sample_kernel, _write_kernel, _rebuild_kernel))
+    return _KERNELS
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+def _block(n: int) -> int:
+    return max(16, triton.next_power_of_2(n))
+
+
+def sample(
+    sum_tree, min_tree, u: torch.Tensor, beta: torch.Tensor | None, shrink: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Stratified prioritized draw in one launch.
+
+    Args:
+        sum_tree, min_tree: :class:`~rlamd.replay.segment_tree.SegmentTree` (min may be
+            ``None`` when ``beta`` is ``None``: no weights).
+        u: ``B`` uniforms in [0, 1) on the trees' device.
+        beta: 0-d float64 device tensor, or ``None`` for no weights.
+        shrink: 1-element float64 device tensor, ``1 - 1e-6``: the draw stays below the total.
+
+    Returns:
+        int64 leaf indices and float32 weights ``(p_i / p_min) ** -beta`` (or ``None``).
+    """
+    n = u.numel()
+    idx = torch.empty(n, dtype=torch.long, device=u.device)
+    weights = torch.empty(n, dtype=torch.float32, device=u.device) if beta is not None else None
+    block = min(_block(n), 256)
+    kern = _pick(u)[0]
+    kern[(triton.cdiv(n, block),)](
+        sum_tree.flat,
+        (min_tree or sum_tree).flat,
+        sum_tree.offsets_dev,
+        u,
+        beta if beta is not None else shrink,
+        shrink,
+        idx,
+        weights if weights is not None else u,
+        n,
+        K=sum_tree.arity,
+        DEPTH=sum_tree.depth,
+        WEIGHTS=beta is not None,
+        BLOCK=block,
+    )
+    return idx, weights
+
+
+def write(
+    sum_tree,
+    min_tree,
+    idx: torch.Tensor,
+    values: torch.Tensor,
+    *,
+    mode: int = SET,
+    aux: torch.Tensor | None = None,
+    n: int | None = None,
+    n_first: int = 0,
+    state: torch.Tensor | None = None,
+    params: torch.Tensor | None = None,
+) -> None:
+    """Leaf writes and ancestor repair of ``sum_tree`` (and ``min_tree``) in one launch.
+
+    ``sum_tree`` may be a min tree when ``min_tree`` is ``None`` (a single-tree set).
+    For ``mode=ACTIVATE``, the first ``n_first`` of the ``n`` records are the retired
+    ones (read from ``idx``), the rest the activated ones (from ``aux``).
+    ``params`` is a float64 device tensor ``[alpha, epsilon, 1 - 1e-6]``.
+    """
+    if n is None:
+        n = idx.numel() + (aux.numel() if aux is not None else 0)
+    if n == 0:
+        return
+    dummy = sum_tree.flat
+    kern = _pick(sum_tree.flat)[1]
+    kern[(1,)](
+        sum_tree.flat,
+        (min_tree or sum_tree).flat,
+        sum_tree.offsets_dev,
+        idx,
+        aux if aux is not None else idx,
+        values if values is not None else dummy,
+        state if state is not None else dummy,
+        params if params is not None else dummy,
+        n,
+        n_first,
+        K=sum_tree.arity,
+        DEPTH=sum_tree.depth,
+        MODE=mode,
+        HAS_MIN=min_tree is not None,
+        SUM_IS_MIN=sum_tree.op == "min",
+        BLOCK=_block(n),
+        num_warps=8,
+    )
+
+
+def rebuild(tree) -> None:
+    """Recompute every inner node of ``tree`` from its leaves, one launch per level."""
+    kern = _pick(tree.flat)[2]
+    block = 256
+    for level in range(tree.depth - 1, -1, -1):
+        parents = tree.arity**level
+        kern[(triton.cdiv(parents, block),)](
+            tree.flat,
+            int(tree.offsets[level + 1]),
+            int(tree.offsets[level]),
+            parents,
+            K=tree.arity,
+            IS_MIN=tree.op == "min",
+            BLOCK=block,
+        )

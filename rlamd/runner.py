@@ -1,0 +1,288 @@
+"""The run: step an engine until the end or a signal, with logs, evaluations and checkpoints.
+
+One code path for a single process and for Ray (:mod:`rlamd.engine`). A run folder holds
+``config.toml``, ``checkpoint.pt``, ``episodes.csv``, ``evals.csv``, the TensorBoard
+events and the engine's ``device.json`` or ``cluster.txt``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rlamd.checkpoint import FILENAME, CheckpointError, load_checkpoint, save_checkpoint
+from rlamd.config import ConfigError, to_toml
+from rlamd.device import ray_visibility_problem
+from rlamd.distributed.config import RunFailed
+from rlamd.engine import Engine, LocalEngine
+from rlamd.envs import parse_env_id
+from rlamd.evaluate import evaluate_policy
+from rlamd.logger import RunLogger
+from rlamd.profiling import Profile
+from rlamd.runconfig import RunConfig, TrainConfig
+
+__all__ = ["FORECAST_AFTER_S", "new_run_dir", "resume_command", "run"]
+
+PROFILE_SKIP = 5
+"""Iterations with updates that pass before ``--profile`` records (graph capture)."""
+FORECAST_AFTER_S = 3.0
+"""Seconds of training measured before the engine says what to expect (on a CPU)."""
+
+
+class _Stop:
+    """SIGINT/SIGTERM ask for a clean stop (checkpoint, then exit); a second SIGINT aborts."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        self._old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in self._old:
+            signal.signal(s, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        if self.signal is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.signal = signum
+
+    def restore(self) -> None:
+        for s, h in self._old.items():
+            signal.signal(s, h)
+
+
+def resume_command(run_dir: Path, cfg: RunConfig) -> str:
+    """The command that continues this run, runnable from a fresh shell in this folder.
+
+    It names the interpreter that is running now (``.venv/bin/python`` when that is what
+    ran: a bare ``python`` in a new shell is often another one, without torch), or the
+    ``rlamd`` console script when that is what ran and it is on PATH.
+    """
+    ray = " --ray" if cfg.ray.enabled else ""
+    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    if script == "rlamd" and shutil.which("rlamd") == str(Path(sys.argv[0]).resolve()):
+        return f"rlamd train --resume {run_dir}{ray}"
+    exe = Path(sys.executable)
+    if shutil.which("python") == str(exe):  # the same file, not a link to the same binary
+        python = "python"
+    else:
+        try:
+            python = str(exe.relative_to(Path.cwd()))
+        except ValueError:
+            python = str(exe)
+    return f"{python} -m rlamd.train --resume {run_dir}{ray}"
+
+
+def new_run_dir(train: TrainConfig) -> Path:
+    """``logdir/NAME`` for a new run; refuses a folder that already holds a checkpoint."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = (
+        train.run_name
+        or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{stamp}"
+    )
+    run_dir = Path(train.logdir) / name
+    if (run_dir / FILENAME).exists():
+        raise ConfigError(
+            f"run folder {run_dir} already holds a checkpoint; use --resume {run_dir} or "
+            "another --run-name"
+        )
+    return run_dir
+
+
+def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None = None) -> int:
+    """Train until ``train.steps`` or a stop signal; returns the exit status.
+
+    With ``--ray``, a learner that dies (or rollout workers dying past their restart limit)
+    stops the run, keeping its last checkpoint, or, up to ``ray.max_failures`` times,
+    restarts it from that checkpoint.
+    """
+    torch.manual_seed(cfg.train.seed)
+    run_dir = run_dir or new_run_dir(cfg.train)
+    failures, allowed = 0, cfg.ray.max_failures
+    while True:
+        try:
+            return _Run(cfg, resume_state, run_dir).go()
+        except RunFailed as exc:
+            path = run_dir / FILENAME
+            try:
+                resume_state = load_checkpoint(path) if path.exists() else None
+            except CheckpointError:
+                resume_state = None
+            kept = (
+                f"its last checkpoint ({path}, step {resume_state['step']:,}) is kept"
+                if resume_state
+                else "no checkpoint had been written yet"
+            )
+            if failures >= allowed:
+                print(
+                    f"error: {exc}. The run stopped; {kept}. Continue with: "
+                    f"{resume_command(run_dir, cfg)} (ray.max_failures / --max-failures N "
+                    "restarts it automatically)",
+                    file=sys.stderr,
+                )
+                return 1
+            failures += 1
+            print(
+                f"rlamd: {exc}; restarting ({failures} of --max-failures {allowed}), {kept} "
+                "and is where training goes on",
+                file=sys.stderr,
+            )
+
+
+def _make_engine(cfg: RunConfig, start_step: int, agent_state: dict | None, log) -> Engine:
+    if cfg.ray.enabled:
+        # On AMD nodes `import ray` itself refuses some GPU visibility settings: say why first.
+        amd = torch.version.hip is not None or os.path.exists("/dev/kfd")
+        problem = ray_visibility_problem(os.environ, amd=amd)
+        if problem is not None:
+            raise ConfigError(str(problem))
+        from rlamd.distributed.driver import RayEngine  # Ray is optional: imported on use
+
+        return RayEngine(cfg, start_step, agent_state, log)
+    return LocalEngine(cfg, start_step, agent_state, log)
+
+
+class _Run:
+    """One attempt at a run (a Ray run that restarts itself makes a new one)."""
+
+    def __init__(self, cfg: RunConfig, resume_state: dict | None, run_dir: Path) -> None:
+        self.cfg, self.run_dir, self.state = cfg, run_dir, resume_state or {}
+        self.step = int(self.state.get("step", 0))
+        # The engine comes first: a device or cluster that cannot serve the run is reported
+        # before a run folder exists. Its messages wait for the logger.
+        early: list[str] = []
+        self._sink: Callable[[str], None] = early.append
+        self.engine = _make_engine(cfg, self.step, self.state.get("agent"), self.log)
+        self.device = self.engine.device
+        try:
+            restored = self.engine.restore(self.state) if resume_state else []
+            self.logger = RunLogger(
+                run_dir,
+                cfg.train.steps,
+                self.step,
+                tensorboard=cfg.train.tensorboard,
+                start_updates=self.engine.updates,
+            )
+        except BaseException:
+            self.engine.close()
+            raise
+        self._sink = self.logger.message
+        for text in early + restored:
+            self.logger.message(text)
+
+    def log(self, text: str) -> None:
+        self._sink(text)
+
+    def _introduce(self) -> None:
+        cfg, engine, logger, step = self.cfg, self.engine, self.logger, self.step
+        (self.run_dir / "config.toml").write_text(to_toml(cfg.sections()), encoding="utf-8")
+        (self.run_dir / engine.about[0]).write_text(engine.about[1], encoding="utf-8")
+        logger.message(engine.detail)
+        if logger.writer is not None:
+            logger.writer.add_text("config", "```\n" + to_toml(cfg.sections()) + "\n```", step)
+            logger.writer.add_text("layout", "```\n" + engine.detail + "\n```", step)
+        resuming = f", resuming at step {step:,}" if step else ""
+        logger.message(
+            f"rlamd: {cfg.train.algo} on {cfg.train.env}, {cfg.train.steps:,} steps"
+            f"{resuming} -> {self.run_dir}"
+        )
+        logger.scores.extend(self.state.get("scores", []))
+
+    def checkpoint(self) -> None:
+        save_checkpoint(
+            self.run_dir / FILENAME,
+            {
+                "config": self.cfg.to_dict(),
+                "step": self.step,
+                "agent": self.engine.agent_state(),
+                **self.engine.extra_state(),
+                "scores": [float(s) for s in self.logger.scores],
+                "run_dir": str(self.run_dir),
+            },
+        )
+
+    def _evaluate(self) -> None:
+        train = self.cfg.train
+        policy, device = self.engine.eval_policy()
+        scores = evaluate_policy(
+            policy,
+            train.env,
+            train.eval_episodes,
+            device=device,
+            seed=10_000 + self.step,
+            atari=self.cfg.atari,
+        )
+        self.logger.evaluation(self.step, scores)
+
+    def go(self) -> int:
+        """Train to the end or to a stop signal; returns the exit status."""
+        train, logger, engine = self.cfg.train, self.logger, self.engine
+        stop = _Stop()
+        status, start = 0, self.step
+        # Traced once updates run, after a few iterations (graph warm-up and capture).
+        prof = Profile(
+            self.run_dir / "profile",
+            train.profile,
+            self.device,
+            skip=PROFILE_SKIP,
+            log=logger.message,
+        )
+        try:
+            self._introduce()
+            every = {
+                "log": train.log_every,
+                "ckpt": train.checkpoint_every,
+                "eval": train.eval_every,
+            }
+            due = {k: (self.step // n + 1) * n for k, n in every.items() if n}
+            started: float | None = None  # the clock starts after the first (warm-up) iteration
+            forecast_pending = True
+            while self.step < train.steps:
+                if engine.updates > 0:
+                    prof.step()
+                for env_steps, episodes in engine.iterate():
+                    for score, length in episodes:
+                        logger.episode(self.step, score, length)
+                    self.step += env_steps
+                if started is None:
+                    started, start = time.monotonic(), self.step
+                elif forecast_pending and time.monotonic() - started >= FORECAST_AFTER_S:
+                    forecast_pending = False
+                    sps = (self.step - start) / (time.monotonic() - started)
+                    line = engine.forecast(self.step, sps)
+                    if line:
+                        logger.message(line)
+                if self.step >= due["log"] or self.step >= train.steps:
+                    logger.log(self.step, engine.updates, engine.metrics())
+                if "eval" in due and self.step >= due["eval"]:
+                    self._evaluate()
+                if self.step >= due["ckpt"]:
+                    self.checkpoint()
+                due = {
+                    k: (self.step // every[k] + 1) * every[k] if self.step >= d else d
+                    for k, d in due.items()
+                }
+                if stop.signal is not None:
+                    self.checkpoint()
+                    logger.message(
+                        f"rlamd: stopped by signal {stop.signal} at step {self.step:,}; "
+                        f"checkpoint in {self.run_dir / FILENAME}. Resume with: "
+                        f"{resume_command(self.run_dir, self.cfg)}"
+                    )
+                    status = 128 + stop.signal
+                    break
+            else:
+                self.checkpoint()
+                logger.message(
+                    f"rlamd: done, {self.step:,} steps; checkpoint in {self.run_dir / FILENAME}"
+                )
+        finally:
+            prof.stop()
+            stop.restore()
+            logger.close()
+            engine.close()
+        return status

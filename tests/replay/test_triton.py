@@ -1,0 +1,91 @@
+"""The Triton backend, checked on the CPU in Triton's interpreter (CI has no GPU), and
+the fallback to torch where Triton is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from rlamd.replay import segment_tree
+
+CASES = Path(__file__).with_name("triton_cases.py")
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None, reason="triton not installed"
+)
+
+
+def _run_cases(selection: str) -> None:
+    # TRITON_INTERPRET is read when triton is imported: a fresh interpreter, not this one.
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        str(CASES),
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-k",
+        selection,
+    ]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+@needs_triton
+def test_triton_prioritized_kernels_equal_the_torch_reference():
+    _run_cases("test_prioritized_draws_and_trees_equal_the_reference and 40")
+
+
+@needs_triton
+@pytest.mark.slow
+def test_triton_kernels_all_cases():
+    _run_cases("test_")
+
+
+def test_missing_triton_falls_back_to_torch_with_one_log_line(monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "triton", None)  # `import triton` raises ImportError
+    monkeypatch.delitem(sys.modules, "rlamd.replay.triton_trees", raising=False)
+    monkeypatch.delattr("rlamd.replay.triton_trees", raising=False)
+    segment_tree._triton_import_error.cache_clear()
+    segment_tree._warn_no_triton.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=segment_tree.__name__):
+            gpu = torch.device("cuda")
+            assert segment_tree.resolve_backend("auto", gpu) == "torch"
+            assert segment_tree.resolve_backend("auto", gpu) == "torch"
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and lines[0].startswith("Triton not available (")
+        with pytest.raises(ValueError, match="backend='triton' but Triton does not import"):
+            segment_tree.resolve_backend("triton", gpu)
+    finally:
+        segment_tree._triton_import_error.cache_clear()
+        segment_tree._warn_no_triton.cache_clear()
+
+
+def test_backend_names_and_the_environment_override(monkeypatch):
+    cpu = torch.device("cpu")
+    with pytest.raises(ValueError, match=r"backend='trition'.*did you mean 'triton'"):
+        segment_tree.resolve_backend("trition", cpu)
+    monkeypatch.setenv("RLAMD_TREE_BACKEND", "torch")
+    assert segment_tree.SegmentTree(10).backend == "torch"
+    monkeypatch.delenv("RLAMD_TREE_BACKEND")
+    assert segment_tree.SegmentTree(10).backend == "numba"
+
+
+@needs_triton
+def test_triton_on_cpu_tensors_without_the_interpreter_is_refused():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter is on in this process")
+    tree = segment_tree.SegmentTree(10, backend="triton")
+    with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
+        tree.set(torch.tensor([1]), torch.tensor([1.0]))
