@@ -256,9 +256,13 @@ def apply_overrides(obj: Any, section: str, overrides: dict[str, Any]) -> Any:
             if key not in names:
                 close = difflib.get_close_matches(key, names, n=1)
                 raise bad_setting(
-                    section, key, value, ", ".join(names), why="no such setting",
+                    section,
+                    key,
+                    value,
+                    ", ".join(names),
+                    why="no such setting",
                     close=f"{section}.{close[0]}" if close else None,
-                )  # fmt: skip
+                )
             values[key] = coerce(section, key, value, hints[key])
         try:
             obj = dataclasses.replace(obj, **values)
@@ -290,27 +294,42 @@ def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str,
             if section not in sections:
                 close = difflib.get_close_matches(section, list(sections), n=1)
                 raise bad_setting(
-                    section, name, value, f"sections {', '.join(sections)}",
-                    why=f"no section '{section}'", close=f"{close[0]}.{name}" if close else None,
-                )  # fmt: skip
+                    section,
+                    name,
+                    value,
+                    f"sections {', '.join(sections)}",
+                    why=f"no section '{section}'",
+                    close=f"{close[0]}.{name}" if close else None,
+                )
         else:
             owners = [
                 s for s, obj in sections.items() if key in {f.name for f in dataclasses.fields(obj)}
             ]
             if len(owners) > 1:
                 raise bad_setting(
-                    "", key, value, " or ".join(f"{s}.{key}" for s in owners),
+                    "",
+                    key,
+                    value,
+                    " or ".join(f"{s}.{key}" for s in owners),
                     why=f"{', '.join(owners)} all have '{key}'; say which",
-                )  # fmt: skip
+                )
             if not owners:
                 every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
                 close = difflib.get_close_matches(key, every, n=1)
-                full = [f"{s}.{c}" for c in close for s, o in sections.items()
-                        if c in {f.name for f in dataclasses.fields(o)}]  # fmt: skip
+                full = [
+                    f"{s}.{c}"
+                    for c in close
+                    for s, o in sections.items()
+                    if c in {f.name for f in dataclasses.fields(o)}
+                ]
                 raise bad_setting(
-                    "", key, value, "SECTION.KEY names listed by --help",
-                    why="no such setting", close=" or ".join(dict.fromkeys(full)) or None,
-                )  # fmt: skip
+                    "",
+                    key,
+                    value,
+                    "SECTION.KEY names listed by --help",
+                    why="no such setting",
+                    close=" or ".join(dict.fromkeys(full)) or None,
+                )
             section, name = owners[0], key
         out.setdefault(section, {})[name] = value
     return out

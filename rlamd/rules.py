@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rlamd.config import bad_setting, check_fields
+from rlamd.rules_device import check_device
 
 __all__ = ["RULES", "SECTIONS", "check_device", "check_run"]
 
@@ -105,8 +106,10 @@ def _where_envs(cfg: Any) -> str:
         return f"train.num_envs={cfg.train.num_envs} envs"
     rc = cfg.ray
     share = f" / ray.num_learners={rc.num_learners}" if rc.num_learners > 1 else ""
-    return (f"ray.num_rollout_workers={rc.num_rollout_workers}{share} x "
-            f"ray.envs_per_worker={rc.envs_per_worker} envs")  # fmt: skip
+    return (
+        f"ray.num_rollout_workers={rc.num_rollout_workers}{share} x "
+        f"ray.envs_per_worker={rc.envs_per_worker} envs"
+    )
 
 
 # ---------------------------------------------------------------------- one section
@@ -134,8 +137,9 @@ def hidden_sizes(cfg: Any) -> None:
     for section in ("dqn", "ppo"):
         hidden = getattr(cfg, section).hidden
         if any(h < 1 for h in hidden):
-            raise bad_setting(section, "hidden", hidden,
-                              "layer sizes >= 1, e.g. 64,64 (none for a linear model)")  # fmt: skip
+            raise bad_setting(
+                section, "hidden", hidden, "layer sizes >= 1, e.g. 64,64 (none for a linear model)"
+            )
 
 
 @rule
@@ -147,11 +151,21 @@ def schedules_run_forward(cfg: Any) -> None:
     """
     d = cfg.dqn
     if d.eps_end > d.eps_start:
-        raise bad_setting("dqn", "eps_end", d.eps_end, f"a number in [0, {d.eps_start}]",
-                          why=f"more than dqn.eps_start={d.eps_start}: exploration would grow")  # fmt: skip
+        raise bad_setting(
+            "dqn",
+            "eps_end",
+            d.eps_end,
+            f"a number in [0, {d.eps_start}]",
+            why=f"more than dqn.eps_start={d.eps_start}: exploration would grow",
+        )
     if d.beta_end < d.beta_start:
-        raise bad_setting("dqn", "beta_end", d.beta_end, f"a number in [{d.beta_start}, 1]",
-                          why=f"less than dqn.beta_start={d.beta_start}: beta anneals towards 1")  # fmt: skip
+        raise bad_setting(
+            "dqn",
+            "beta_end",
+            d.beta_end,
+            f"a number in [{d.beta_start}, 1]",
+            why=f"less than dqn.beta_start={d.beta_start}: beta anneals towards 1",
+        )
 
 
 @rule
@@ -159,14 +173,21 @@ def atari_frames(cfg: Any) -> None:
     """The frame is big enough for the Nature CNN, and an episode lasts at least one step."""
     a = cfg.atari
     if a.screen_size < CNN_MIN_SCREEN:
-        raise bad_setting("atari", "screen_size", a.screen_size, f"an integer >= {CNN_MIN_SCREEN}",
-                          why="the Nature CNN's convolutions need at least 36x36 pixels")  # fmt: skip
+        raise bad_setting(
+            "atari",
+            "screen_size",
+            a.screen_size,
+            f"an integer >= {CNN_MIN_SCREEN}",
+            why="the Nature CNN's convolutions need at least 36x36 pixels",
+        )
     if a.max_episode_frames < a.frame_skip:
         raise bad_setting(
-            "atari", "max_episode_frames", a.max_episode_frames,
+            "atari",
+            "max_episode_frames",
+            a.max_episode_frames,
             f"an integer >= atari.frame_skip={a.frame_skip} (108000 is 30 minutes)",
             why="every episode would end after its first step",
-        )  # fmt: skip
+        )
 
 
 @rule
@@ -190,8 +211,9 @@ def seed_range(cfg: Any) -> None:
     lib = "ale-py takes seeds up to 2**31 - 1" if atari else "seeds are kept below 2**32"
     top = max(0, limit - spread)
     if t.seed > top:
-        raise bad_setting("train", "seed", t.seed, f"an integer from 0 to {top}",
-                          why=f"{how}, and {lib}")  # fmt: skip
+        raise bad_setting(
+            "train", "seed", t.seed, f"an integer from 0 to {top}", why=f"{how}, and {lib}"
+        )
 
 
 # ---------------------------------------------------------------------- sizes that agree
@@ -215,9 +237,12 @@ def replay_holds_a_batch(cfg: Any) -> None:
     if per_env < minimum:
         need = L * envs * minimum
         raise bad_setting(
-            "dqn", "buffer_size", d.buffer_size, f"an integer >= {need}",
+            "dqn",
+            "buffer_size",
+            d.buffer_size,
+            f"an integer >= {need}",
             why=f"{_where_envs(cfg)} need dqn.n_step + frame_stack + 2 = {minimum} records each",
-        )  # fmt: skip
+        )
     holdback = d.n_step + stack - 1
     most = envs * (per_env - holdback)
     per_batch = d.batch_size // L
@@ -229,10 +254,13 @@ def replay_holds_a_batch(cfg: Any) -> None:
             else ""
         )
         raise bad_setting(
-            "dqn", "batch_size", d.batch_size, f"an integer from 1 to {most * L:,}",
+            "dqn",
+            "batch_size",
+            d.batch_size,
+            f"an integer from 1 to {most * L:,}",
             why=f"{each}{shard_words} over {_where_envs(cfg)}, less n_step + frame_stack - 1 = "
-                f"{holdback} per env, holds at most {most:,} sampleable transitions",
-        )  # fmt: skip
+            f"{holdback} per env, holds at most {most:,} sampleable transitions",
+        )
 
 
 def _divisors(n: int, smallest: int) -> list[int]:
@@ -260,13 +288,15 @@ def ppo_minibatches_split_evenly(cfg: Any) -> None:
     close = min(ok, key=lambda k: (abs(k - p.num_minibatches), -k)) if ok else None
     learner = " per learner" if L > 1 else ""
     raise bad_setting(
-        "ppo", "num_minibatches", p.num_minibatches,
+        "ppo",
+        "num_minibatches",
+        p.num_minibatches,
         f"a divisor of {rows} up to {max(ok) if ok else 1}",
         why=f"a rollout of ppo.num_steps={p.num_steps} x {_where_envs(cfg)} = {rows} rows"
-            f"{learner} does not split into {p.num_minibatches} equal minibatches of "
-            f"{smallest} or more",
+        f"{learner} does not split into {p.num_minibatches} equal minibatches of "
+        f"{smallest} or more",
         close=str(close) if close is not None else None,
-    )  # fmt: skip
+    )
 
 
 @rule
@@ -274,16 +304,25 @@ def ppo_steps_cover_a_rollout(cfg: Any) -> None:
     """PPO: the run is at least one rollout long (it learns once per rollout)."""
     if cfg.train.algo != "ppo":
         return
-    envs = (cfg.ray.num_rollout_workers * cfg.ray.envs_per_worker if cfg.ray.enabled
-            else cfg.train.num_envs)  # fmt: skip
+    envs = (
+        cfg.ray.num_rollout_workers * cfg.ray.envs_per_worker
+        if cfg.ray.enabled
+        else cfg.train.num_envs
+    )
     rollout = cfg.ppo.num_steps * envs
     if cfg.train.steps < rollout:
-        where = (f"{cfg.ray.num_rollout_workers} workers x {cfg.ray.envs_per_worker} envs"
-                 if cfg.ray.enabled else f"{envs} envs")  # fmt: skip
+        where = (
+            f"{cfg.ray.num_rollout_workers} workers x {cfg.ray.envs_per_worker} envs"
+            if cfg.ray.enabled
+            else f"{envs} envs"
+        )
         raise bad_setting(
-            "train", "steps", cfg.train.steps, f"an integer >= {rollout}",
+            "train",
+            "steps",
+            cfg.train.steps,
+            f"an integer >= {rollout}",
             why=f"less than one PPO rollout of ppo.num_steps={cfg.ppo.num_steps} x {where}",
-        )  # fmt: skip
+        )
 
 
 @rule
@@ -297,21 +336,33 @@ def ray_layout(cfg: Any) -> None:
         return
     W, L = rc.num_rollout_workers, rc.num_learners
     if W < L:
-        raise bad_setting("ray", "num_rollout_workers", W, f"an integer >= ray.num_learners={L}",
-                          why="every learner needs a rollout worker of its own")  # fmt: skip
+        raise bad_setting(
+            "ray",
+            "num_rollout_workers",
+            W,
+            f"an integer >= ray.num_learners={L}",
+            why="every learner needs a rollout worker of its own",
+        )
     if cfg.train.algo == "dqn" and cfg.dqn.batch_size % L:
         up = -(-cfg.dqn.batch_size // L) * L
         raise bad_setting(
-            "dqn", "batch_size", cfg.dqn.batch_size, f"a multiple of ray.num_learners={L}",
-            why="each learner takes an equal share of every batch", close=str(up),
-        )  # fmt: skip
+            "dqn",
+            "batch_size",
+            cfg.dqn.batch_size,
+            f"a multiple of ray.num_learners={L}",
+            why="each learner takes an equal share of every batch",
+            close=str(up),
+        )
     if cfg.train.algo == "ppo" and W % L:
         up = -(-W // L) * L
         raise bad_setting(
-            "ray", "num_rollout_workers", W, f"a multiple of ray.num_learners={L}",
+            "ray",
+            "num_rollout_workers",
+            W,
+            f"a multiple of ray.num_learners={L}",
             why="each PPO learner takes the rollouts of an equal number of workers",
             close=str(up),
-        )  # fmt: skip
+        )
 
 
 @rule
@@ -325,68 +376,19 @@ def ray_learner_gpus(cfg: Any) -> None:
     kind, _ = parse_device_spec(cfg.train.device)
     gpus = rc.gpus_per_learner
     if gpus > 0 and kind in ("cpu", "mps"):
-        raise bad_setting("ray", "gpus_per_learner", gpus, f"0 with train.device={cfg.train.device!r}",
-                          why=f"train.device={cfg.train.device!r} keeps the learners off GPUs; "
-                              "or use --device auto")  # fmt: skip
+        raise bad_setting(
+            "ray",
+            "gpus_per_learner",
+            gpus,
+            f"0 with train.device={cfg.train.device!r}",
+            why=f"train.device={cfg.train.device!r} keeps the learners off GPUs; "
+            "or use --device auto",
+        )
     if gpus == 0 and kind not in ("auto", "cpu"):
-        raise bad_setting("ray", "gpus_per_learner", gpus,
-                          "a number > 0 such as 1 or 0.5 (or --device cpu)",
-                          why=f"train.device={cfg.train.device!r} asks for a GPU")  # fmt: skip
-
-
-# ---------------------------------------------------------------------- this machine
-def _learner_device_type(cfg: Any, api: Any) -> tuple[str, int | None] | None:
-    """The type (``cpu``, ``cuda``, ``mps``) and index of the device updates run on, or
-    None when only the Ray cluster can tell."""
-    from rlamd.device import DeviceError, parse_device_spec, resolve_device
-
-    train = cfg.train
-    if cfg.ray.enabled:
-        # Learners resolve their device on their own node: this machine says nothing.
-        kind, _ = parse_device_spec(train.device)
-        gpus = cfg.ray.gpus_per_learner
-        if kind == "cpu" or gpus == 0:
-            return "cpu", None
-        return ("cuda", None) if gpus is not None and gpus > 0 else None
-    try:
-        device = resolve_device(train.device, api=api)
-    except DeviceError as exc:
-        count = api.device_count() if api.gpu_available() else 0
-        gpus = f", cuda:0 to cuda:{count - 1} (or hip:N)" if count else ""
-        raise bad_setting("train", "device", train.device, f"auto, cpu{gpus} on this machine",
-                          why=str(exc).rstrip(".")) from None  # fmt: skip
-    return device.type, device.index
-
-
-def check_device(cfg: Any, *, api: Any = None) -> None:
-    """The device exists here, and ``train.precision`` and ``train.graph`` work on it.
-
-    On Ray the learners' device is decided on their nodes: only what the settings
-    alone imply is checked (``--gpus-per-learner 0`` or ``--device cpu``: CPU learners).
-
-    Raises:
-        ConfigError: no such device here; fp16 on the CPU (no fp16 autocast); bf16 on a
-            GPU without bf16 (autocast would quietly run in fp32); ``graph='on'``
-            without a GPU (graphs are CUDA/HIP only).
-    """
-    from rlamd.device import TorchQueries
-
-    api = api or TorchQueries()
-    found = _learner_device_type(cfg, api)
-    if found is None:
-        return
-    kind, index = found
-    train = cfg.train
-    where = "the CPU" if kind == "cpu" else ("a GPU" if kind == "cuda" else kind)
-    if train.precision == "fp16" and kind == "cpu":
-        raise bad_setting("train", "precision", train.precision, "auto, fp32 or bf16 there",
-                          why="updates run on the CPU, which has no fp16 autocast")  # fmt: skip
-    if train.precision == "bf16" and kind == "cuda" and not cfg.ray.enabled:
-        if not api.gpu_bf16(index or 0):
-            name = api.device_properties(index or 0).get("name", "this GPU")
-            raise bad_setting("train", "precision", train.precision, "auto, fp32 or fp16 there",
-                              why=f"{name} has no bf16; autocast would quietly run in fp32")  # fmt: skip
-    graph = getattr(train, "graph", None)
-    if graph == "on" and kind != "cuda":
-        raise bad_setting("train", "graph", graph, "auto or off there",
-                          why=f"graphs are captured on CUDA/ROCm GPUs and updates run on {where}")  # fmt: skip
+        raise bad_setting(
+            "ray",
+            "gpus_per_learner",
+            gpus,
+            "a number > 0 such as 1 or 0.5 (or --device cpu)",
+            why=f"train.device={cfg.train.device!r} asks for a GPU",
+        )

@@ -218,71 +218,71 @@ class _Run:
         )
         self.logger.evaluation(self.step, scores)
 
+    def _periodic(self, due: dict[str, int], every: dict[str, int]) -> dict[str, int]:
+        """Log, evaluate and checkpoint when due; returns the next due steps."""
+        train, step = self.cfg.train, self.step
+        if step >= due["log"] or step >= train.steps:
+            self.logger.log(step, self.engine.updates, self.engine.metrics())
+        if "eval" in due and step >= due["eval"]:
+            self._evaluate()
+        if step >= due["ckpt"]:
+            self.checkpoint()
+        return {k: (step // every[k] + 1) * every[k] if step >= d else d for k, d in due.items()}
+
+    def _forecast(self, started: float, start: int) -> None:
+        """Say what to expect, from the speed measured since ``started`` (step ``start``)."""
+        sps = (self.step - start) / (time.monotonic() - started)
+        line = self.engine.forecast(self.step, sps)
+        if line:
+            self.logger.message(line)
+
+    def _train(self, stop: _Stop, prof: Profile) -> int:
+        train, logger, engine = self.cfg.train, self.logger, self.engine
+        every = {"log": train.log_every, "ckpt": train.checkpoint_every, "eval": train.eval_every}
+        due = {k: (self.step // n + 1) * n for k, n in every.items() if n}
+        started: float | None = None  # the clock starts after the first (warm-up) iteration
+        start, forecast_pending = self.step, True
+        while self.step < train.steps:
+            if engine.updates > 0:
+                prof.step()
+            for env_steps, episodes in engine.iterate():
+                for score, length in episodes:
+                    logger.episode(self.step, score, length)
+                self.step += env_steps
+            if started is None:
+                started, start = time.monotonic(), self.step
+            elif forecast_pending and time.monotonic() - started >= FORECAST_AFTER_S:
+                forecast_pending = False
+                self._forecast(started, start)
+            due = self._periodic(due, every)
+            if stop.signal is not None:
+                self.checkpoint()
+                logger.message(
+                    f"rlamd: stopped by signal {stop.signal} at step {self.step:,}; "
+                    f"checkpoint in {self.run_dir / FILENAME}. Resume with: "
+                    f"{resume_command(self.run_dir, self.cfg)}"
+                )
+                return 128 + stop.signal
+        self.checkpoint()
+        logger.message(f"rlamd: done, {self.step:,} steps; checkpoint in {self.run_dir / FILENAME}")
+        return 0
+
     def go(self) -> int:
         """Train to the end or to a stop signal; returns the exit status."""
-        train, logger, engine = self.cfg.train, self.logger, self.engine
         stop = _Stop()
-        status, start = 0, self.step
         # Traced once updates run, after a few iterations (graph warm-up and capture).
         prof = Profile(
             self.run_dir / "profile",
-            train.profile,
+            self.cfg.train.profile,
             self.device,
             skip=PROFILE_SKIP,
-            log=logger.message,
+            log=self.logger.message,
         )
         try:
             self._introduce()
-            every = {
-                "log": train.log_every,
-                "ckpt": train.checkpoint_every,
-                "eval": train.eval_every,
-            }
-            due = {k: (self.step // n + 1) * n for k, n in every.items() if n}
-            started: float | None = None  # the clock starts after the first (warm-up) iteration
-            forecast_pending = True
-            while self.step < train.steps:
-                if engine.updates > 0:
-                    prof.step()
-                for env_steps, episodes in engine.iterate():
-                    for score, length in episodes:
-                        logger.episode(self.step, score, length)
-                    self.step += env_steps
-                if started is None:
-                    started, start = time.monotonic(), self.step
-                elif forecast_pending and time.monotonic() - started >= FORECAST_AFTER_S:
-                    forecast_pending = False
-                    sps = (self.step - start) / (time.monotonic() - started)
-                    line = engine.forecast(self.step, sps)
-                    if line:
-                        logger.message(line)
-                if self.step >= due["log"] or self.step >= train.steps:
-                    logger.log(self.step, engine.updates, engine.metrics())
-                if "eval" in due and self.step >= due["eval"]:
-                    self._evaluate()
-                if self.step >= due["ckpt"]:
-                    self.checkpoint()
-                due = {
-                    k: (self.step // every[k] + 1) * every[k] if self.step >= d else d
-                    for k, d in due.items()
-                }
-                if stop.signal is not None:
-                    self.checkpoint()
-                    logger.message(
-                        f"rlamd: stopped by signal {stop.signal} at step {self.step:,}; "
-                        f"checkpoint in {self.run_dir / FILENAME}. Resume with: "
-                        f"{resume_command(self.run_dir, self.cfg)}"
-                    )
-                    status = 128 + stop.signal
-                    break
-            else:
-                self.checkpoint()
-                logger.message(
-                    f"rlamd: done, {self.step:,} steps; checkpoint in {self.run_dir / FILENAME}"
-                )
+            return self._train(stop, prof)
         finally:
             prof.stop()
             stop.restore()
-            logger.close()
-            engine.close()
-        return status
+            self.logger.close()
+            self.engine.close()

@@ -83,6 +83,26 @@ def _settings_epilog() -> str:
     return "\n".join(lines)
 
 
+def _add_ray_flags(p: argparse.ArgumentParser) -> None:
+    """The ``[ray]`` settings that have a flag of their own (``--ray``, ``--num-learners``...)."""
+    ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
+    cluster = p.add_argument_group(
+        "distributed training on Ray (pip install -e .[ray]; README: Ray clusters)"
+    )
+    for field, option in RAY_FLAGS.items():
+        kind = {"enabled": None, "address": str, "gpus_per_learner": float}.get(field, int)
+        extra: dict[str, Any] = (
+            {"action": "store_const", "const": True} if kind is None else {"type": kind}
+        )
+        cluster.add_argument(
+            option,
+            dest=f"ray_{field}",
+            default=None,
+            help=f"{ray_docs[field]} (default: {getattr(ray_defaults, field)})",
+            **extra,
+        )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m rlamd.train`` parser; every flag's default is None (= not given)."""
     docs, defaults = field_docs(TrainConfig), TrainConfig()
@@ -119,22 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not write TensorBoard events (default: write them)",
     )
-    ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
-    cluster = p.add_argument_group(
-        "distributed training on Ray (pip install -e .[ray]; README: Ray clusters)"
-    )
-    for field, option in RAY_FLAGS.items():
-        kind = {"enabled": None, "address": str, "gpus_per_learner": float}.get(field, int)
-        extra: dict[str, Any] = (
-            {"action": "store_const", "const": True} if kind is None else {"type": kind}
-        )
-        cluster.add_argument(
-            option,
-            dest=f"ray_{field}",
-            default=None,
-            help=f"{ray_docs[field]} (default: {getattr(ray_defaults, field)})",
-            **extra,
-        )
+    _add_ray_flags(p)
     p.add_argument(
         "--config", metavar="FILE.toml", help="read settings from a TOML file (default: none)"
     )

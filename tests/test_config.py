@@ -168,13 +168,25 @@ def test_set_fills_sections_with_types():
 @pytest.mark.parametrize(
     ("items", "message"),
     [
-        (["dqn.lrr=1"], r"^dqn\.lrr='1' \(no such setting\); accepted: buffer_size, .*\. Did you mean dqn\.lr\?$"),
-        (["dqm.lr=1"], r"^dqm\.lr='1' \(no section 'dqm'\); accepted: sections train, dqn, ppo, atari, ray\. Did you mean dqn\.lr\?$"),
-        (["learnig_starts=5"], r"^learnig_starts='5' \(no such setting\); .*Did you mean dqn\.learning_starts\?$"),
+        (
+            ["dqn.lrr=1"],
+            r"^dqn\.lrr='1' \(no such setting\); accepted: buffer_size, .*\. Did you mean dqn\.lr\?$",
+        ),
+        (
+            ["dqm.lr=1"],
+            r"^dqm\.lr='1' \(no section 'dqm'\); accepted: sections train, dqn, ppo, atari, ray\. Did you mean dqn\.lr\?$",
+        ),
+        (
+            ["learnig_starts=5"],
+            r"^learnig_starts='5' \(no such setting\); .*Did you mean dqn\.learning_starts\?$",
+        ),
         (["lr"], r"^--set 'lr'; accepted: SECTION\.KEY=VALUE"),
-        (["hidden=8"], r"^hidden='8' \(dqn, ppo all have 'hidden'; say which\); accepted: dqn\.hidden or ppo\.hidden$"),
+        (
+            ["hidden=8"],
+            r"^hidden='8' \(dqn, ppo all have 'hidden'; say which\); accepted: dqn\.hidden or ppo\.hidden$",
+        ),
     ],
-)  # fmt: skip
+)
 def test_set_errors_name_the_nearest(items, message):
     with pytest.raises(ConfigError, match=message):
         sets = parse_set(items, SECTIONS)
@@ -190,11 +202,16 @@ def test_set_errors_name_the_nearest(items, message):
         ("dqn", "double_q", "maybe", r"^dqn\.double_q='maybe'; accepted: true or false$"),
         ("dqn", "gamma", "1.5", r"^dqn\.gamma=1\.5; accepted: a number in \[0, 1\]$"),
         ("ray", "num_learners", "0", r"^ray\.num_learners=0; accepted: an integer >= 1$"),
-        ("train", "precision", "fp8", r"^train\.precision='fp8'; accepted: auto, fp32, bf16, fp16$"),
+        (
+            "train",
+            "precision",
+            "fp8",
+            r"^train\.precision='fp8'; accepted: auto, fp32, bf16, fp16$",
+        ),
         ("train", "env", "breakuot", "Closest valid names: breakout"),
         ("train", "device", "hipp", "Did you mean 'hip'"),
     ],
-)  # fmt: skip
+)
 def test_bad_values_name_section_key_value_and_accepted(section, key, value, message):
     with pytest.raises(ConfigError, match=message):
         apply_overrides(SECTIONS[section], section, {key: value})

@@ -15,6 +15,13 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORT = "import rlamd.agents, rlamd.envs, rlamd; print(rlamd.agents.__file__); print(rlamd.envs.__file__)"
 
 
+def _build_wheel(dest: Path) -> Path:
+    """``pip wheel`` of this source tree (no dependencies, no build isolation)."""
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    subprocess.run([*cmd, "-w", str(dest), str(ROOT)], check=True, capture_output=True)
+    return next(dest.glob("rlamd-*.whl"))
+
+
 def test_installed_package_imports_from_anywhere(tmp_path):
     """Run from a folder with no sources in it: works for `pip install -e .` and `pip install .`."""
     out = subprocess.run(
@@ -25,23 +32,7 @@ def test_installed_package_imports_from_anywhere(tmp_path):
 
 
 def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(tmp_path / "dist"),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    wheel = next((tmp_path / "dist").glob("rlamd-*.whl"))
+    wheel = _build_wheel(tmp_path / "dist")
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlamd/agents/__init__.py" in names and "rlamd/envs/atari.py" in names
     assert not any(n.startswith(("agents/", "envs/")) for n in names)
@@ -116,24 +107,7 @@ def test_wheel_in_a_fresh_venv_trains_evaluates_and_runs_the_doctor(tmp_path):
     import sysconfig
     import venv
 
-    dist = tmp_path / "dist"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-q",
-            "-w",
-            str(dist),
-            str(ROOT),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    wheel = next(dist.glob("rlamd-*.whl"))
+    wheel = _build_wheel(tmp_path / "dist")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     py = env_dir / "bin" / "python"

@@ -33,10 +33,12 @@ ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
 def make_cfg(**sections: dict) -> SimpleNamespace:
     """A run's configuration (``cfg.train`` ... ``cfg.ray``) from defaults plus overrides
     given as they come from ``--set`` (text) or TOML."""
-    return SimpleNamespace(**{
-        name: apply_overrides(cls(), name, sections.get(name, {}))
-        for name, cls in SECTION_CLASSES.items()
-    })  # fmt: skip
+    return SimpleNamespace(
+        **{
+            name: apply_overrides(cls(), name, sections.get(name, {}))
+            for name, cls in SECTION_CLASSES.items()
+        }
+    )
 
 
 def refused(cfg, **kw) -> str:
@@ -66,27 +68,53 @@ CASES = {
         ({"ppo": {"hidden": "0"}}, "ppo.hidden=(0,); accepted: layer sizes >= 1"),
     ],
     "schedules_run_forward": [
-        ({"dqn": {"eps_start": "0.1", "eps_end": "0.5"}}, "dqn.eps_end=0.5 (more than dqn.eps_start=0.1"),
-        ({"dqn": {"beta_start": "0.6", "beta_end": "0.4"}}, "dqn.beta_end=0.4 (less than dqn.beta_start=0.6"),
+        (
+            {"dqn": {"eps_start": "0.1", "eps_end": "0.5"}},
+            "dqn.eps_end=0.5 (more than dqn.eps_start=0.1",
+        ),
+        (
+            {"dqn": {"beta_start": "0.6", "beta_end": "0.4"}},
+            "dqn.beta_end=0.4 (less than dqn.beta_start=0.6",
+        ),
     ],
     "atari_frames": [
         ({"atari": {"screen_size": "35"}}, "atari.screen_size=35 (the Nature CNN"),
-        ({"atari": {"max_episode_frames": "0"}}, "atari.max_episode_frames=0 (every episode would end"),
+        (
+            {"atari": {"max_episode_frames": "0"}},
+            "atari.max_episode_frames=0 (every episode would end",
+        ),
         ({"atari": {"max_episode_frames": "3"}}, "atari.max_episode_frames=3"),
     ],
     "seed_range": [
         ({"train": {"seed": str(ALE_SEED_LIMIT)}}, f"train.seed={ALE_SEED_LIMIT} (env i at step s"),
         ({"train": {**CLASSIC, "seed": str(2**32)}}, f"train.seed={2**32} (env i at step s"),
-        ({"train": {"seed": str(ALE_SEED_LIMIT)}, "ray": RAY}, f"train.seed={ALE_SEED_LIMIT} (Ray worker"),
+        (
+            {"train": {"seed": str(ALE_SEED_LIMIT)}, "ray": RAY},
+            f"train.seed={ALE_SEED_LIMIT} (Ray worker",
+        ),
     ],
     "replay_holds_a_batch": [
-        ({"train": CLASSIC, "dqn": {"buffer_size": "20"}}, "dqn.buffer_size=20 (train.num_envs=4 envs need"),
-        ({"train": CLASSIC, "dqn": {"buffer_size": "1000", "batch_size": "1000"}}, "dqn.batch_size=1000 (dqn.buffer_size 1,000 over"),
-        ({"dqn": {"buffer_size": "1000", "batch_size": "1000"}, "ray": {**RAY, "num_learners": "2"}},
-         "dqn.batch_size=1000 (each of 2 learners samples"),
+        (
+            {"train": CLASSIC, "dqn": {"buffer_size": "20"}},
+            "dqn.buffer_size=20 (train.num_envs=4 envs need",
+        ),
+        (
+            {"train": CLASSIC, "dqn": {"buffer_size": "1000", "batch_size": "1000"}},
+            "dqn.batch_size=1000 (dqn.buffer_size 1,000 over",
+        ),
+        (
+            {
+                "dqn": {"buffer_size": "1000", "batch_size": "1000"},
+                "ray": {**RAY, "num_learners": "2"},
+            },
+            "dqn.batch_size=1000 (each of 2 learners samples",
+        ),
     ],
     "ppo_minibatches_split_evenly": [
-        ({"train": PPO_CLASSIC, "ppo": {"num_minibatches": "300"}}, "ppo.num_minibatches=300 (a rollout of ppo.num_steps=128 x train.num_envs=4 envs = 512 rows"),
+        (
+            {"train": PPO_CLASSIC, "ppo": {"num_minibatches": "300"}},
+            "ppo.num_minibatches=300 (a rollout of ppo.num_steps=128 x train.num_envs=4 envs = 512 rows",
+        ),
         ({"train": PPO_CLASSIC, "ppo": {"num_minibatches": "512"}}, "ppo.num_minibatches=512"),
         ({"train": PPO_CLASSIC, "ppo": {"num_minibatches": "1000"}}, "ppo.num_minibatches=1000"),
     ],
@@ -95,15 +123,29 @@ CASES = {
     ],
     "ray_layout": [
         ({"ray": {**RAY, "num_learners": "3"}}, "ray.num_rollout_workers=2 (every learner needs"),
-        ({"dqn": {"batch_size": "33"}, "ray": {**RAY, "num_learners": "2"}}, "dqn.batch_size=33 (each learner takes"),
-        ({"train": {"algo": "ppo"}, "ray": {**RAY, "num_learners": "2", "num_rollout_workers": "3"}},
-         "ray.num_rollout_workers=3 (each PPO learner"),
+        (
+            {"dqn": {"batch_size": "33"}, "ray": {**RAY, "num_learners": "2"}},
+            "dqn.batch_size=33 (each learner takes",
+        ),
+        (
+            {
+                "train": {"algo": "ppo"},
+                "ray": {**RAY, "num_learners": "2", "num_rollout_workers": "3"},
+            },
+            "ray.num_rollout_workers=3 (each PPO learner",
+        ),
     ],
     "ray_learner_gpus": [
-        ({"train": {"device": "cpu"}, "ray": {**RAY, "gpus_per_learner": "1"}}, "ray.gpus_per_learner=1.0 (train.device='cpu'"),
-        ({"train": {"device": "hip"}, "ray": {**RAY, "gpus_per_learner": "0"}}, "ray.gpus_per_learner=0.0 (train.device='hip'"),
+        (
+            {"train": {"device": "cpu"}, "ray": {**RAY, "gpus_per_learner": "1"}},
+            "ray.gpus_per_learner=1.0 (train.device='cpu'",
+        ),
+        (
+            {"train": {"device": "hip"}, "ray": {**RAY, "gpus_per_learner": "0"}},
+            "ray.gpus_per_learner=0.0 (train.device='hip'",
+        ),
     ],
-}  # fmt: skip
+}
 
 
 def test_every_rule_has_a_case():
@@ -179,8 +221,10 @@ def test_ppo_minibatches_accepted_exactly_when_they_split_the_rollout():
             assert "Did you mean" in refused(cfg)
     # On Ray a learner's rollout is its workers' envs x num_steps: 2 workers x 4 envs x 16.
     ray = {**RAY, "num_learners": "2", "num_rollout_workers": "2", "envs_per_worker": "4"}
-    check_run(make_cfg(train=PPO_CLASSIC, ppo={"num_steps": "16", "num_minibatches": "64"},
-                       ray=ray), device=False)  # fmt: skip
+    check_run(
+        make_cfg(train=PPO_CLASSIC, ppo={"num_steps": "16", "num_minibatches": "64"}, ray=ray),
+        device=False,
+    )
     assert "= 64 rows per learner" in refused(
         make_cfg(train=PPO_CLASSIC, ppo={"num_steps": "16", "num_minibatches": "128"}, ray=ray)
     )
@@ -238,14 +282,34 @@ class FakeMachine(TorchQueries):
 @pytest.mark.parametrize(
     ("train", "machine", "start"),
     [
-        ({"precision": "fp16", "device": "cpu"}, FakeMachine(1), "train.precision='fp16' (updates run on the CPU"),
+        (
+            {"precision": "fp16", "device": "cpu"},
+            FakeMachine(1),
+            "train.precision='fp16' (updates run on the CPU",
+        ),
         ({"precision": "fp16"}, FakeMachine(0), "train.precision='fp16' (updates run on the CPU"),
-        ({"precision": "bf16", "device": "hip"}, FakeMachine(1, bf16=False), "train.precision='bf16' (Radeon Test has no bf16"),
-        ({"device": "cuda"}, FakeMachine(0), "train.device='cuda' (Device 'cuda' asked for, but no GPU"),
-        ({"device": "hip:2"}, FakeMachine(2), "train.device='hip:2' (Device 'hip:2' is out of range"),
-        ({"graph": "on", "device": "cpu"}, FakeMachine(1), "train.graph='on' (graphs are captured on CUDA/ROCm GPUs"),
+        (
+            {"precision": "bf16", "device": "hip"},
+            FakeMachine(1, bf16=False),
+            "train.precision='bf16' (Radeon Test has no bf16",
+        ),
+        (
+            {"device": "cuda"},
+            FakeMachine(0),
+            "train.device='cuda' (Device 'cuda' asked for, but no GPU",
+        ),
+        (
+            {"device": "hip:2"},
+            FakeMachine(2),
+            "train.device='hip:2' (Device 'hip:2' is out of range",
+        ),
+        (
+            {"graph": "on", "device": "cpu"},
+            FakeMachine(1),
+            "train.graph='on' (graphs are captured on CUDA/ROCm GPUs",
+        ),
     ],
-)  # fmt: skip
+)
 def test_device_and_precision_that_do_not_go_together(train, machine, start):
     with pytest.raises(ConfigError) as err:
         check_device(make_cfg(train=train), api=machine)
@@ -267,8 +331,10 @@ def test_device_and_precision_that_go_together():
     check_run(make_cfg(train={"precision": "bf16", "device": "cuda"}, ray=RAY), api=FakeMachine(0))
     # ...but CPU learners (gpus_per_learner 0) are known to be CPU learners.
     with pytest.raises(ConfigError, match=r"^train\.precision='fp16' \(updates run on the CPU"):
-        check_run(make_cfg(train={"precision": "fp16"}, ray={**RAY, "gpus_per_learner": "0"}),
-                  api=FakeMachine(1))  # fmt: skip
+        check_run(
+            make_cfg(train={"precision": "fp16"}, ray={**RAY, "gpus_per_learner": "0"}),
+            api=FakeMachine(1),
+        )
 
 
 # ---------------------------------------------------------------------- end to end
@@ -278,14 +344,23 @@ def test_device_and_precision_that_go_together():
 E2E = [
     (["cartpole", "--set", "dqn.lr=nan"], "error: dqn.lr=nan; accepted: a finite number"),
     (["cartpole", "--seed", "-1"], "error: train.seed=-1; accepted: an integer >= 0"),
-    (["cartpole", "--set", "ray.apex_alpha=inf"], "error: ray.apex_alpha=inf; accepted: a finite number"),
+    (
+        ["cartpole", "--set", "ray.apex_alpha=inf"],
+        "error: ray.apex_alpha=inf; accepted: a finite number",
+    ),
     # RULES
-    (["cartpole", "--precision", "fp16", "--device", "cpu"], "error: train.precision='fp16' (updates run on the CPU"),
+    (
+        ["cartpole", "--precision", "fp16", "--device", "cpu"],
+        "error: train.precision='fp16' (updates run on the CPU",
+    ),
     (["cartpole", "--set", "dqn.batch_size=100000"], "error: dqn.batch_size=100000 ("),
-    (["cartpole", "--algo", "ppo", "--set", "ppo.num_minibatches=300"], "error: ppo.num_minibatches=300 ("),
+    (
+        ["cartpole", "--algo", "ppo", "--set", "ppo.num_minibatches=300"],
+        "error: ppo.num_minibatches=300 (",
+    ),
     (["breakout", "--set", "atari.screen_size=20"], "error: atari.screen_size=20 ("),
     (["breakout", "--seed", str(ALE_SEED_LIMIT)], f"error: train.seed={ALE_SEED_LIMIT} ("),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("args", "start"), E2E)

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
+from rlamd.device import describe_device
 from rlamd.envs import Step, VecEnv
+from rlamd.precision import Precision, resolve_precision
 
 if TYPE_CHECKING:
     from rlamd.collector import Collector
@@ -29,6 +31,7 @@ __all__ = [
     "Loop",
     "Policy",
     "RolloutSource",
+    "build_learner",
     "obs_info",
 ]
 
@@ -146,10 +149,24 @@ def obs_info(env: VecEnv) -> tuple[tuple[int, ...], torch.dtype, int]:
     return shape, dtype, stack
 
 
-def make_precision(cfg: RunConfig, device: torch.device, max_grad_norm: float, grad_clamp: float):
-    """The run's clamped mixed-precision helper on ``device``."""
-    from rlamd.device import describe_device
-    from rlamd.precision import Precision, resolve_precision
-
+def build_learner(
+    kind: type, settings: Any, cfg: RunConfig, device: torch.device, env: VecEnv, log: Any = None
+) -> Any:
+    """``kind(settings, obs_shape, num_actions, device, precision, ...)`` for the run: the
+    agents (DQN, PPO) take the same injected pieces (docs/ARCHITECTURE.md, Layers)."""
     mode = resolve_precision(cfg.train.precision, device, describe_device(device).bf16)
-    return Precision(mode, device, max_grad_norm=max_grad_norm, grad_clamp=grad_clamp)
+    precision = Precision(
+        mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
+    )
+    train = cfg.train
+    return kind(
+        settings,
+        obs_info(env)[0],
+        env.num_actions,
+        device,
+        precision,
+        seed=train.seed,
+        compile=train.compile,
+        graph=train.graph,
+        log=log,
+    )

@@ -23,7 +23,7 @@ from rlamd.loops import OffPolicyLoop, learn_from_replay
 from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, bytes_per_transition
 from rlamd.replay.nstep import gamma_powers, nstep_window
 
-from .base import Policy, make_precision, obs_info
+from .base import Policy, build_learner, obs_info
 
 if TYPE_CHECKING:
     from rlamd.collector import Collector
@@ -156,8 +156,10 @@ def fit_capacity(
     need = (requested or 0) * per_transition
     if requested is None:
         size = min(fits, DEFAULT_BUFFER)
-        log(f"rlamd: {setting}=auto: {size:,} transitions ({size * per_transition / 2**30:.1f} GiB "
-            f"of the {free / 2**30:.1f} GiB free {where})")  # fmt: skip
+        log(
+            f"rlamd: {setting}=auto: {size:,} transitions ({size * per_transition / 2**30:.1f} GiB "
+            f"of the {free / 2**30:.1f} GiB free {where})"
+        )
         return size
     if requested > fits:
         raise ConfigError(
@@ -241,8 +243,9 @@ def chunk_td_errors(
     last_step = idx == T - 1
     stop = (terminated | done)[idx] | last_step[..., None]  # (T, n, E)
     windows = (rewards.float()[idx], stop)
-    ret, steps = nstep_window(*(w.permute(0, 2, 1).reshape(T * E, n_step) for w in windows),
-                              gamma_powers(gamma, n_step))  # fmt: skip
+    ret, steps = nstep_window(
+        *(w.permute(0, 2, 1).reshape(T * E, n_step) for w in windows), gamma_powers(gamma, n_step)
+    )
     ret, steps = ret.reshape(T, E), steps.reshape(T, E)
     t = torch.arange(T)[:, None].expand(T, E)
     last = t + steps - 1  # the window's last step, per (t, env)
@@ -318,8 +321,9 @@ class ReplayShard:
         self.agent = agent
         self.per_batch = dqn.batch_size // world
         share = dqn.buffer_size // world if dqn.buffer_size else None
-        self.replay = build_replay(dqn, env, agent.device, cfg.train.seed + rank, log,
-                                   num_streams=streams, capacity=share)  # fmt: skip
+        self.replay = build_replay(
+            dqn, env, agent.device, cfg.train.seed + rank, log, num_streams=streams, capacity=share
+        )
 
     def feed(self, payload: Chunk, slot: int) -> int:
         """Store a worker's chunk (its envs are streams ``slot..``) with its priorities;
@@ -333,8 +337,15 @@ class ReplayShard:
             # Arrays from Ray's object store are read-only; the shard only reads them.
             warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
             for t in range(T):
-                pos[t] = shard.add(obs[t], chunk.actions[t], chunk.rewards[t],
-                                   chunk.terminated[t], chunk.done[t], chunk.final.get(t), streams)  # fmt: skip
+                pos[t] = shard.add(
+                    obs[t],
+                    chunk.actions[t],
+                    chunk.rewards[t],
+                    chunk.terminated[t],
+                    chunk.done[t],
+                    chunk.final.get(t),
+                    streams,
+                )
         if chunk.priorities is not None and isinstance(shard, PrioritizedReplayBuffer):
             # Records still waiting for their n-step window stay unsampleable and get the
             # running max priority when they become sampleable.
@@ -361,23 +372,33 @@ class DQNAlgorithm:
     name = "dqn"
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
         "classic": {
-            "train": {"steps": 60_000, "num_envs": 4, "eval_every": 20_000,
-                      "checkpoint_every": 20_000, "log_every": 2_000, "eval_episodes": 10},
-            "dqn": {"buffer_size": 50_000, "batch_size": 64, "lr": 1e-3, "adam_eps": 1e-8,
-                    "learning_starts": 1_000, "train_frequency": 2,
-                    "target_update_interval": 250, "exploration_fraction": 0.2, "eps_end": 0.02,
-                    "eval_epsilon": 0.0, "n_step": 3, "alpha": 0.6},
+            "train": {
+                "steps": 60_000,
+                "num_envs": 4,
+                "eval_every": 20_000,
+                "checkpoint_every": 20_000,
+                "log_every": 2_000,
+                "eval_episodes": 10,
+            },
+            "dqn": {
+                "buffer_size": 50_000,
+                "batch_size": 64,
+                "lr": 1e-3,
+                "adam_eps": 1e-8,
+                "learning_starts": 1_000,
+                "train_frequency": 2,
+                "target_update_interval": 250,
+                "exploration_fraction": 0.2,
+                "eps_end": 0.02,
+                "eval_epsilon": 0.0,
+                "n_step": 3,
+                "alpha": 0.6,
+            },
         },
-    }  # fmt: skip
+    }
 
-    def build_agent(
-        self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None
-    ) -> DQN:
-        d = cfg.dqn
-        shape, _, _ = obs_info(env)
-        precision = make_precision(cfg, device, d.max_grad_norm, d.grad_clamp)
-        return DQN(d, shape, env.num_actions, device, precision, seed=cfg.train.seed,
-                   compile=cfg.train.compile, graph=cfg.train.graph, log=log)  # fmt: skip
+    def build_agent(self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None) -> DQN:
+        return build_learner(DQN, cfg.dqn, cfg, device, env, log)
 
     def policy(self, agent: DQN, cfg: RunConfig, epsilon: float | None = None) -> Policy:
         eps = cfg.dqn.eval_epsilon if epsilon is None else epsilon

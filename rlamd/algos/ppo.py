@@ -17,7 +17,7 @@ from rlamd.agents.ppo import PPO, PPORows
 from rlamd.envs import Step, VecEnv
 from rlamd.loops import OnPolicyLoop
 
-from .base import Policy, make_precision, obs_info
+from .base import Policy, build_learner
 
 if TYPE_CHECKING:
     from rlamd.collector import Collector
@@ -69,20 +69,20 @@ class PPOAlgorithm:
     name = "ppo"
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
         "classic": {
-            "train": {"steps": 150_000, "num_envs": 4, "eval_every": 50_000,
-                      "checkpoint_every": 50_000, "log_every": 4_096, "eval_episodes": 10},
+            "train": {
+                "steps": 150_000,
+                "num_envs": 4,
+                "eval_every": 50_000,
+                "checkpoint_every": 50_000,
+                "log_every": 4_096,
+                "eval_episodes": 10,
+            },
             "ppo": {"clip_coef": 0.2, "ent_coef": 0.0, "lr": 1e-3},
         },
-    }  # fmt: skip
+    }
 
-    def build_agent(
-        self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None
-    ) -> PPO:
-        p = cfg.ppo
-        shape, _, _ = obs_info(env)
-        precision = make_precision(cfg, device, p.max_grad_norm, p.grad_clamp)
-        return PPO(p, shape, env.num_actions, device, precision, seed=cfg.train.seed,
-                   compile=cfg.train.compile, graph=cfg.train.graph, log=log)  # fmt: skip
+    def build_agent(self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None) -> PPO:
+        return build_learner(PPO, cfg.ppo, cfg, device, env, log)
 
     def policy(self, agent: PPO, cfg: RunConfig, epsilon: float | None = None) -> Policy:
         return lambda obs: agent.act(obs)[0]

@@ -37,7 +37,10 @@ def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[li
         {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
     )
     spec = "cuda" if gpus else "cpu"
-    learners = [_RayLearner.options(num_cpus=1, num_gpus=gpus).remote(sections, r, 2, spec, 2) for r in range(2)]  # fmt: skip
+    learners = [
+        _RayLearner.options(num_cpus=1, num_gpus=gpus).remote(sections, r, 2, spec, 2)
+        for r in range(2)
+    ]
     try:
         addr, port = ray.get(learners[0].rendezvous.remote())
         devices = ray.get([ln.join.remote(addr, port) for ln in learners])
@@ -48,7 +51,10 @@ def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[li
     return results, "nccl" if devices[0].startswith("cuda") else "gloo"
 
 
-def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None) -> list[Figure]:  # fmt: skip
+def run_allreduce_suite(
+    max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None
+) -> list[Figure]:
+    """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
     world = 2
     sizes = []
     n = 8
@@ -74,12 +80,21 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
         from rlamd.distributed.sync import run_group
 
         if notes is not None:
-            notes.append("allreduce: Ray not installed, measured between two local processes (gloo) instead of two Ray learners")  # fmt: skip
+            notes.append(
+                "allreduce: Ray not installed, measured between two local processes (gloo) instead of two Ray learners"
+            )
         results, backend, where = (
             run_group(_member, world, sizes, iters)[0],
             "gloo",
             "two processes",
         )
+    return _report(results, backend, where, world, iters)
+
+
+def _report(
+    results: list[tuple[int, list[float]]], backend: str, where: str, world: int, iters: int
+) -> list[Figure]:
+    """Figures (bus bandwidth per size) from per-size timings; prints the table."""
     figures, rows = [], []
     factor = 2 * (world - 1) / world
     for nbytes, times in results:
@@ -87,9 +102,23 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
         algbw = nbytes / t / 1e9
         busbw = algbw * factor
         bus = [nbytes / x / 1e9 * factor for x in times]
-        figures.append(Figure(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, min(bus), max(bus), bus,
-                              {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw, "ranks": world,
-                               "between": where}))  # fmt: skip
+        figures.append(
+            Figure(
+                f"allreduce/{backend}/{nbytes}B",
+                "GB/s busbw",
+                busbw,
+                min(bus),
+                max(bus),
+                bus,
+                {
+                    "bytes": nbytes,
+                    "time_us": t * 1e6,
+                    "algbw": algbw,
+                    "ranks": world,
+                    "between": where,
+                },
+            )
+        )
         rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{busbw:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
     print(f"\nallreduce: {world} ranks ({where}), {name}, float32, median of {iters}")

@@ -36,11 +36,15 @@ class ApexDriver:
     def layout_lines(cfg: RunConfig) -> list[str]:
         rc = cfg.ray
         eps = [e for i in range(rc.num_rollout_workers) for e in rc.epsilons(i)]
-        lines = [f"rlamd: Ape-X epsilons {min(eps):.2g}..{max(eps):.2g} over {len(eps)} envs; "
-                 f"chunks of {rc.chunk_steps} steps"]  # fmt: skip
+        lines = [
+            f"rlamd: Ape-X epsilons {min(eps):.2g}..{max(eps):.2g} over {len(eps)} envs; "
+            f"chunks of {rc.chunk_steps} steps"
+        ]
         if cfg.train.save_replay:
-            lines.append("rlamd: note: --save-replay is not supported with --ray; checkpoints "
-                         "hold the agent only")  # fmt: skip
+            lines.append(
+                "rlamd: note: --save-replay is not supported with --ray; checkpoints "
+                "hold the agent only"
+            )
         return lines
 
     def __init__(self, engine: DriverHost) -> None:
@@ -61,8 +65,13 @@ class ApexDriver:
         # Enough sent to every shard that it can fill a batch (each stream holds back up
         # to n_step + frame_stack + 2 records that are not sampleable yet).
         frames = engine.cfg.atari.frame_stack
-        self.warmup = [len(range(r, rc.num_rollout_workers, rc.num_learners)) * rc.envs_per_worker
-                       * (dqn.n_step + frames + 2) + per_batch for r in range(rc.num_learners)]  # fmt: skip
+        self.warmup = [
+            len(range(r, rc.num_rollout_workers, rc.num_learners))
+            * rc.envs_per_worker
+            * (dqn.n_step + frames + 2)
+            + per_batch
+            for r in range(rc.num_learners)
+        ]
         # Workers wait while the learners owe more than two rounds of chunks' updates.
         chunk = rc.chunk_steps * rc.envs_per_worker
         self.max_credit = 2 * rc.num_rollout_workers * chunk / dqn.train_frequency + 1
@@ -127,8 +136,9 @@ class ApexDriver:
         want = time.monotonic() - self._metrics_t >= 1.0
         if want:
             self._metrics_t = time.monotonic()
-        self.train_refs = [ln.step.remote(n, beta, metrics=want and r == 0)
-                           for r, ln in enumerate(e.learners)]  # fmt: skip
+        self.train_refs = [
+            ln.step.remote(n, beta, metrics=want and r == 0) for r, ln in enumerate(e.learners)
+        ]
         self._train_n = n
 
     def _finish_train(self) -> None:

@@ -165,11 +165,15 @@ def plan_layout(rc, nodes: list[dict[str, float]]) -> dict[str, Any]:
     )
     learner = {"CPU": rc.cpus_per_learner, **({"GPU": gpus} if gpus else {})}
     worker = {"CPU": rc.cpus_per_worker}
-    need = {"CPU": rc.num_learners * rc.cpus_per_learner + rc.num_rollout_workers * rc.cpus_per_worker,
-            "GPU": rc.num_learners * gpus}  # fmt: skip
+    need = {
+        "CPU": rc.num_learners * rc.cpus_per_learner + rc.num_rollout_workers * rc.cpus_per_worker,
+        "GPU": rc.num_learners * gpus,
+    }
     have = {"CPU": sum(n.get("CPU", 0) for n in nodes), "GPU": cluster_gpus}
-    asked = (f"{rc.num_rollout_workers} rollout workers x {rc.cpus_per_worker:g} CPU + "
-             f"{rc.num_learners} learners x ({fmt_resources(learner)}) = {fmt_resources(need)}")  # fmt: skip
+    asked = (
+        f"{rc.num_rollout_workers} rollout workers x {rc.cpus_per_worker:g} CPU + "
+        f"{rc.num_learners} learners x ({fmt_resources(learner)}) = {fmt_resources(need)}"
+    )
     per_node = "; ".join(f"node {i}: {fmt_resources(n)}" for i, n in enumerate(nodes))
     where = f"the cluster has {fmt_resources(have)} on {len(nodes)} node(s) ({per_node})"
     if need["CPU"] > have["CPU"] + 1e-9 or need["GPU"] > have["GPU"] + 1e-9:

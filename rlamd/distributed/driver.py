@@ -132,8 +132,12 @@ def _wait_placed(group, what: str, timeout: float, layout: dict) -> None:
 
 def _where() -> dict:
     """The calling actor's node, address, pid and Ray GPU ids (for the logged layout)."""
-    return {"node": ray.get_runtime_context().get_node_id(), "ip": ray.util.get_node_ip_address(),
-            "pid": os.getpid(), "gpus": [str(g) for g in ray.get_gpu_ids()]}  # fmt: skip
+    return {
+        "node": ray.get_runtime_context().get_node_id(),
+        "ip": ray.util.get_node_ip_address(),
+        "pid": os.getpid(),
+        "gpus": [str(g) for g in ray.get_gpu_ids()],
+    }
 
 
 @ray.remote
@@ -204,6 +208,7 @@ class RayEngine:
 
     # ------------------------------------------------------------------ placement
     def _place(self, agent_state: dict | None, algo_lines: list[str]) -> None:
+        """Start the learners and workers in placement groups, join and load the learners."""
         rc = self.rc
         layout = plan_layout(rc, _nodes())
         spec = learner_device_spec(self.train.device, layout["gpus"])
@@ -217,42 +222,69 @@ class RayEngine:
         tag = os.urandom(3).hex()  # actor names: rlamd-learner-R-TAG, rlamd-worker-W-TAG
         for r in range(L):
             streams = len(range(r, W, L)) * E
-            self.learners.append(_RayLearner.options(
-                num_cpus=rc.cpus_per_learner, num_gpus=layout["gpus"], max_restarts=0,
-                name=f"rlamd-learner-{r}-{tag}",
-                scheduling_strategy=PlacementGroupSchedulingStrategy(lg, r),
-            ).remote(self.cfg, r, L, spec, streams))  # fmt: skip
+            self.learners.append(
+                _RayLearner.options(
+                    num_cpus=rc.cpus_per_learner,
+                    num_gpus=layout["gpus"],
+                    max_restarts=0,
+                    name=f"rlamd-learner-{r}-{tag}",
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(lg, r),
+                ).remote(self.cfg, r, L, spec, streams)
+            )
         for w in range(W):
-            self.workers.append(_RayWorker.options(
-                num_cpus=rc.cpus_per_worker, max_restarts=rc.max_worker_restarts,
-                max_task_retries=0, name=f"rlamd-worker-{w}-{tag}",
-                scheduling_strategy=PlacementGroupSchedulingStrategy(wg, w),
-            ).remote(self.cfg, w))  # fmt: skip
+            self.workers.append(
+                _RayWorker.options(
+                    num_cpus=rc.cpus_per_worker,
+                    max_restarts=rc.max_worker_restarts,
+                    max_task_retries=0,
+                    name=f"rlamd-worker-{w}-{tag}",
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(wg, w),
+                ).remote(self.cfg, w)
+            )
         addr, port = ray.get(self.learners[0].rendezvous.remote())
-        devices = self.get([ln.join.remote(addr, port) for ln in self.learners],
-                           what="joining the process group")  # fmt: skip
+        devices = self.get(
+            [ln.join.remote(addr, port) for ln in self.learners], what="joining the process group"
+        )
         if agent_state is not None:
-            self.get([ln.load.remote(agent_state) for ln in self.learners],
-                     what="loading the checkpoint")  # fmt: skip
+            self.get(
+                [ln.load.remote(agent_state) for ln in self.learners], what="loading the checkpoint"
+            )
+        self.detail = self._describe(layout, devices, addr, port, algo_lines)
+
+    def _describe(
+        self, layout: dict, devices: list, addr: str, port: int, algo_lines: list[str]
+    ) -> str:
+        """Log the learners' messages; return the cluster description (``cluster.txt``)."""
+        rc = self.rc
+        W, L = rc.num_rollout_workers, rc.num_learners
         described = self.get([ln.describe.remote() for ln in self.learners], what="starting")
         where_l = self.get([ln.where.remote() for ln in self.learners], what="starting")
         where_w = ray.get([w.where.remote() for w in self.workers])
         for msg in described[0]["messages"]:
             self.log(msg)
         backend = "nccl" if devices[0].startswith("cuda") else "gloo"
-        group = ("no process group (one learner)" if L == 1
-                 else f"torch.distributed {backend} group of {L} at {addr}:{port}")  # fmt: skip
-        lines = [f"rlamd: Ray {ray.__version__}, {self.how}; {layout['where']}",
-                 f"rlamd: {L} learner(s), {group}:"]  # fmt: skip
+        group = (
+            "no process group (one learner)"
+            if L == 1
+            else f"torch.distributed {backend} group of {L} at {addr}:{port}"
+        )
+        lines = [
+            f"rlamd: Ray {ray.__version__}, {self.how}; {layout['where']}",
+            f"rlamd: {L} learner(s), {group}:",
+        ]
         for d, w in zip(described, where_l, strict=True):
             gpu = f", Ray GPU ids {','.join(w['gpus'])}" if w["gpus"] else ""
             shard = f", replay shard {d['replay']:,}" if d["replay"] else ""
-            lines.append(f"rlamd:   learner {d['rank']} on {w['ip']} (pid {w['pid']}{gpu}): "
-                         f"{d['summary']}, precision {d['precision']}{shard}")  # fmt: skip
+            lines.append(
+                f"rlamd:   learner {d['rank']} on {w['ip']} (pid {w['pid']}{gpu}): "
+                f"{d['summary']}, precision {d['precision']}{shard}"
+            )
         nodes = sorted({w["ip"] for w in where_w})
-        lines.append(f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on "
-                     f"{len({w['node'] for w in where_w})} node(s) ({', '.join(nodes)})")  # fmt: skip
-        self.detail = "\n".join(lines + algo_lines)
+        lines.append(
+            f"rlamd: {W} rollout worker(s) x {rc.envs_per_worker} envs on "
+            f"{len({w['node'] for w in where_w})} node(s) ({', '.join(nodes)})"
+        )
+        return "\n".join(lines + algo_lines)
 
     def get(self, refs: list, what: str, lost: list | None = None) -> list:
         """Results of learner calls, in order; a dead learner becomes :class:`LearnerFailed`
@@ -299,9 +331,11 @@ class RayEngine:
         for node, ip in self._nodes.items():
             if node not in alive:
                 self.lost_nodes += 1
-                self.log(f"rlamd: node {ip} ({node[:8]}) left the Ray cluster (lost node "
-                         f"{self.lost_nodes}); its rollout workers restart on the surviving "
-                         "nodes where their resources fit")  # fmt: skip
+                self.log(
+                    f"rlamd: node {ip} ({node[:8]}) left the Ray cluster (lost node "
+                    f"{self.lost_nodes}); its rollout workers restart on the surviving "
+                    "nodes where their resources fit"
+                )
         self._nodes = alive
 
     # ------------------------------------------------------------------ shared by the drivers
@@ -344,17 +378,22 @@ class RayEngine:
     def payload_lost(self, w: int) -> None:
         """Worker ``w``'s payload was lost with its node before a learner took it."""
         self.lost_chunks += 1
-        self.log(f"rlamd: rollout worker {w}'s payload was lost before a learner took it "
-                 f"(lost payloads: {self.lost_chunks})")  # fmt: skip
+        self.log(
+            f"rlamd: rollout worker {w}'s payload was lost before a learner took it "
+            f"(lost payloads: {self.lost_chunks})"
+        )
 
     def _restarted(self, w: int, what: str) -> None:
         self.worker_restarts += 1
-        self.log(f"rlamd: rollout worker {w} {what}; Ray restarts it "
-                 f"(restart {self.worker_restarts})")  # fmt: skip
+        self.log(
+            f"rlamd: rollout worker {w} {what}; Ray restarts it (restart {self.worker_restarts})"
+        )
         limit = self.rc.max_worker_restarts
         if limit != -1 and self.worker_restarts > limit * self.rc.num_rollout_workers:
-            raise WorkersFailed(f"rollout workers died {self.worker_restarts} times, more than "
-                                f"ray.max_worker_restarts={limit} per worker allows")  # fmt: skip
+            raise WorkersFailed(
+                f"rollout workers died {self.worker_restarts} times, more than "
+                f"ray.max_worker_restarts={limit} per worker allows"
+            )
 
     # ------------------------------------------------------------------ the engine interface
     def iterate(self) -> list[tuple[int, list]]:

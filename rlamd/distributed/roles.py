@@ -74,8 +74,9 @@ class RolloutWorker:
         device = torch.device("cpu")
         torch.manual_seed(train.seed)
         plan = _actor_threads(cfg.ray.envs_per_worker)
-        self.env = make_env(train.env, num_envs=cfg.ray.envs_per_worker, atari=cfg.atari,
-                            threads=plan.env_threads)  # fmt: skip
+        self.env = make_env(
+            train.env, num_envs=cfg.ray.envs_per_worker, atari=cfg.atari, threads=plan.env_threads
+        )
         self.agent = build_agent(cfg, device, self.env)
         seed = train.seed + 1_000 * (index + 1)
         if reconstructed:  # a new seed below ALE's limit of 2**31 (rlamd.rules.seed_range)
@@ -94,8 +95,9 @@ class RolloutWorker:
             self.agent.policy_net.load_state_dict(weights)
             self.version = version
 
-    def collect(self, weights: dict[str, torch.Tensor] | None, version: int,
-                num_steps: int) -> tuple[Any, CollectInfo]:  # fmt: skip
+    def collect(
+        self, weights: dict[str, torch.Tensor] | None, version: int, num_steps: int
+    ) -> tuple[Any, CollectInfo]:
         """One DQN chunk or one PPO rollout, with this actor's current weights.
 
         Returns ``(payload, info)``: the payload (a DQN chunk, PPO's rows) goes to a
@@ -146,8 +148,9 @@ class Learner:
         num_streams: DQN: envs of the rollout actors feeding this learner's shard.
     """
 
-    def __init__(self, cfg: RunConfig, rank: int, world_size: int, device_spec: str,
-                 num_streams: int = 0) -> None:  # fmt: skip
+    def __init__(
+        self, cfg: RunConfig, rank: int, world_size: int, device_spec: str, num_streams: int = 0
+    ) -> None:
         train = cfg.train
         self.rank, self.world_size, self.cfg = rank, world_size, cfg
         gpu_ids = _ray_gpu_ids()
@@ -165,8 +168,9 @@ class Learner:
                 f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})"
             )
         algo = get_algorithm(train.algo)
-        self.part = algo.learner_part(cfg, self.agent, probe, rank, world_size, num_streams,
-                                      self.messages.append)  # fmt: skip
+        self.part = algo.learner_part(
+            cfg, self.agent, probe, rank, world_size, num_streams, self.messages.append
+        )
         probe.close()
 
     # ------------------------------------------------------------------ group
@@ -179,8 +183,16 @@ class Learner:
     def join(self, address: str, port: int) -> str:
         """Join the learners' process group; gradients are averaged from now on."""
         if self.world_size > 1:
-            self.attach(init_group(address, port, self.rank, self.world_size, self.device,
-                                   self.cfg.ray.group_timeout_s))  # fmt: skip
+            self.attach(
+                init_group(
+                    address,
+                    port,
+                    self.rank,
+                    self.world_size,
+                    self.device,
+                    self.cfg.ray.group_timeout_s,
+                )
+            )
         return str(self.device)
 
     def attach(self, sync: Any) -> None:
@@ -191,8 +203,13 @@ class Learner:
     def describe(self) -> dict:
         """Where this learner runs (for the logged cluster layout)."""
         info = describe_device(self.device)
-        return {"rank": self.rank, "summary": info.summary(), "precision": self.agent.precision.mode,
-                **self.part.describe(), "messages": list(self.messages)}  # fmt: skip
+        return {
+            "rank": self.rank,
+            "summary": info.summary(),
+            "precision": self.agent.precision.mode,
+            **self.part.describe(),
+            "messages": list(self.messages),
+        }
 
     # ------------------------------------------------------------------ learning
     def feed(self, payload: Any, slot: int) -> int:
@@ -206,9 +223,12 @@ class Learner:
 
     # ------------------------------------------------------------------ state
     def read_metrics(self) -> dict:
-        return {**self.agent.read_metrics(), **self.part.metrics(),
-                "updates": float(self.agent.updates),
-                "system/device_memory_mb": device_memory_mb(self.device)}  # fmt: skip
+        return {
+            **self.agent.read_metrics(),
+            **self.part.metrics(),
+            "updates": float(self.agent.updates),
+            "system/device_memory_mb": device_memory_mb(self.device),
+        }
 
     def weights(self) -> dict[str, torch.Tensor]:
         """The acting network's weights on the CPU."""

@@ -29,8 +29,14 @@ def free_port(host: str = "") -> int:
         return s.getsockname()[1]
 
 
-def init_group(address: str, port: int, rank: int, world_size: int, device: torch.device,
-               timeout_s: float = 300.0) -> GradSync:  # fmt: skip
+def init_group(
+    address: str,
+    port: int,
+    rank: int,
+    world_size: int,
+    device: torch.device,
+    timeout_s: float = 300.0,
+) -> GradSync:
     """Join the learners' process group (rank 0 listens on ``address:port``)."""
     backend = backend_for(device)
     kwargs = {"device_id": device} if backend == "nccl" else {}
@@ -106,8 +112,10 @@ def run_group(fn, world_size: int, *args, timeout_s: float = 600.0) -> list:
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = free_port("127.0.0.1")
-    procs = [ctx.Process(target=_group_member, args=(r, world_size, port, fn, args, out))
-             for r in range(world_size)]  # fmt: skip
+    procs = [
+        ctx.Process(target=_group_member, args=(r, world_size, port, fn, args, out))
+        for r in range(world_size)
+    ]
     for p in procs:
         p.start()
     try:

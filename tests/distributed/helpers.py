@@ -11,12 +11,25 @@ from rlamd.runconfig import RunConfig
 
 def sections(algo: str, **ray: object) -> RunConfig:
     """CartPole, fp32 on the CPU, settings small enough for a test."""
-    return RunConfig.from_dict({
-        "train": {"env": "cartpole", "algo": algo, "precision": "fp32", "device": "cpu", "seed": 3},
-        "dqn": {"buffer_size": 2_000, "batch_size": 64, "target_update_interval": 2, "lr": 1e-3},
-        "ppo": {"num_minibatches": 1, "update_epochs": 3, "lr": 1e-3},
-        "ray": ray,
-    })  # fmt: skip
+    return RunConfig.from_dict(
+        {
+            "train": {
+                "env": "cartpole",
+                "algo": algo,
+                "precision": "fp32",
+                "device": "cpu",
+                "seed": 3,
+            },
+            "dqn": {
+                "buffer_size": 2_000,
+                "batch_size": 64,
+                "target_update_interval": 2,
+                "lr": 1e-3,
+            },
+            "ppo": {"num_minibatches": 1, "update_epochs": 3, "lr": 1e-3},
+            "ray": ray,
+        }
+    )
 
 
 def dqn_batch(seed: int, n: int = 64) -> ReplayBatch:

@@ -68,13 +68,21 @@ def test_a_frames_chunk_without_its_first_stacks_is_refused():
 
 
 def _breakout(ship: bool, envs: int = 3):
-    cfg = RunConfig.from_dict({
-        "train": {"env": "breakout", "algo": "dqn", "device": "cpu", "precision": "fp32", "seed": 4},
-        "dqn": {"buffer_size": 4_000, "n_step": 3},
-        # 30 agent steps per episode: every chunk below holds truncations and resets.
-        "atari": {"max_episode_frames": 120, "backend": "gymnasium"},
-        "ray": {"envs_per_worker": envs, "ship_frames": ship},
-    })  # fmt: skip
+    cfg = RunConfig.from_dict(
+        {
+            "train": {
+                "env": "breakout",
+                "algo": "dqn",
+                "device": "cpu",
+                "precision": "fp32",
+                "seed": 4,
+            },
+            "dqn": {"buffer_size": 4_000, "n_step": 3},
+            # 30 agent steps per episode: every chunk below holds truncations and resets.
+            "atari": {"max_episode_frames": 120, "backend": "gymnasium"},
+            "ray": {"envs_per_worker": envs, "ship_frames": ship},
+        }
+    )
     cpu = torch.device("cpu")
     env = make_env("breakout", num_envs=envs, atari=cfg.atari)
     agent = build_agent(cfg, cpu, env)

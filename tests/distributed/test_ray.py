@@ -81,8 +81,17 @@ def test_cartpole_learns_with_ray(tmp_path, capsys, algo, best, final):
     the run's evaluations (every 20k/50k steps, 10 games) reaches ``best``, and the final
     checkpoint still scores ``final`` (random play: about 22).
     """
-    args = ["cartpole", "--algo", algo, "--ray", "--logdir", str(tmp_path), "--run-name", algo,
-            "--no-tensorboard"]  # fmt: skip
+    args = [
+        "cartpole",
+        "--algo",
+        algo,
+        "--ray",
+        "--logdir",
+        str(tmp_path),
+        "--run-name",
+        algo,
+        "--no-tensorboard",
+    ]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "2 rollout worker(s) x 4 envs" in out
@@ -97,11 +106,29 @@ def _engine(algo: str = "dqn"):
     from rlamd.distributed.driver import RayEngine
     from rlamd.runconfig import RunConfig
 
-    s = RunConfig.from_dict({
-        "train": {"env": "cartpole", "algo": algo, "steps": 100_000, "device": "cpu", "seed": 1},
-        "dqn": {"buffer_size": 20_000, "batch_size": 64, "learning_starts": 500, "train_frequency": 2},
-        "ray": {"enabled": True, "num_rollout_workers": 2, "envs_per_worker": 2, "chunk_steps": 16},
-    })  # fmt: skip
+    s = RunConfig.from_dict(
+        {
+            "train": {
+                "env": "cartpole",
+                "algo": algo,
+                "steps": 100_000,
+                "device": "cpu",
+                "seed": 1,
+            },
+            "dqn": {
+                "buffer_size": 20_000,
+                "batch_size": 64,
+                "learning_starts": 500,
+                "train_frequency": 2,
+            },
+            "ray": {
+                "enabled": True,
+                "num_rollout_workers": 2,
+                "envs_per_worker": 2,
+                "chunk_steps": 16,
+            },
+        }
+    )
     return RayEngine(s, 0, None, lambda msg: None)
 
 
@@ -208,9 +235,25 @@ def _kill_learner_after_checkpoint(ckpt, done: threading.Event) -> None:
 
 @pytest.mark.parametrize("max_failures", [0, 1])
 def test_learner_death_keeps_the_checkpoint_and_the_run_resumes(tmp_path, capsys, max_failures):
-    args = ["cartpole", "--ray", "--steps", "12000", "--checkpoint-every", "2000", "--eval-every", "0",
-            "--logdir", str(tmp_path), "--run-name", "r", "--no-tensorboard",
-            "--max-failures", str(max_failures), "--set", "dqn.learning_starts=500"]  # fmt: skip
+    args = [
+        "cartpole",
+        "--ray",
+        "--steps",
+        "12000",
+        "--checkpoint-every",
+        "2000",
+        "--eval-every",
+        "0",
+        "--logdir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-tensorboard",
+        "--max-failures",
+        str(max_failures),
+        "--set",
+        "dqn.learning_starts=500",
+    ]
     done = threading.Event()
     killer = threading.Thread(
         target=_kill_learner_after_checkpoint, args=(tmp_path / "r" / "checkpoint.pt", done)

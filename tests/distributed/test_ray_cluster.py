@@ -25,9 +25,25 @@ def test_two_node_cluster_places_rollout_workers_on_both_nodes_and_trains(tmp_pa
     cluster.add_node(num_cpus=2)
     try:
         ray.init(address=cluster.address, log_to_driver=False)
-        args = ["cartpole", "--ray", "--num-rollout-workers", "2", "--envs-per-worker", "2",
-                "--steps", "3000", "--eval-every", "0", "--logdir", str(tmp_path), "--run-name", "two",
-                "--no-tensorboard", "--set", "dqn.learning_starts=500"]  # fmt: skip
+        args = [
+            "cartpole",
+            "--ray",
+            "--num-rollout-workers",
+            "2",
+            "--envs-per-worker",
+            "2",
+            "--steps",
+            "3000",
+            "--eval-every",
+            "0",
+            "--logdir",
+            str(tmp_path),
+            "--run-name",
+            "two",
+            "--no-tensorboard",
+            "--set",
+            "dqn.learning_starts=500",
+        ]
         assert main(args) == 0
         layout = (tmp_path / "two" / "cluster.txt").read_text()
         assert "on 2 node(s)" in layout and "the cluster has 4 CPU, 0 GPU on 2 node(s)" in layout
@@ -66,16 +82,58 @@ def test_job_submitted_to_a_local_head_succeeds(tmp_path):
     env["RAY_AUTH_MODE"] = "token"  # as the README's cluster section does
     port, dash = "6390", "8290"
     subprocess.run([ray_cli, "stop", "--force"], capture_output=True, timeout=120)
-    start = subprocess.run([ray_cli, "start", "--head", "--num-cpus", "4", "--port", port,
-                            "--dashboard-port", dash, "--include-dashboard", "true"],
-                           capture_output=True, text=True, timeout=180, env=env)  # fmt: skip
+    start = subprocess.run(
+        [
+            ray_cli,
+            "start",
+            "--head",
+            "--num-cpus",
+            "4",
+            "--port",
+            port,
+            "--dashboard-port",
+            dash,
+            "--include-dashboard",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert start.returncode == 0, start.stderr
     try:
         job = subprocess.run(
-            [ray_cli, "job", "submit", "--address", f"http://127.0.0.1:{dash}", "--working-dir", str(ROOT),
-             "--", sys.executable, "-m", "rlamd.train", "cartpole", "--ray", "--steps", "2000",
-             "--eval-every", "0", "--logdir", str(tmp_path), "--run-name", "job", "--set", "dqn.learning_starts=500"],
-            capture_output=True, text=True, timeout=600, env=env)  # fmt: skip
+            [
+                ray_cli,
+                "job",
+                "submit",
+                "--address",
+                f"http://127.0.0.1:{dash}",
+                "--working-dir",
+                str(ROOT),
+                "--",
+                sys.executable,
+                "-m",
+                "rlamd.train",
+                "cartpole",
+                "--ray",
+                "--steps",
+                "2000",
+                "--eval-every",
+                "0",
+                "--logdir",
+                str(tmp_path),
+                "--run-name",
+                "job",
+                "--set",
+                "dqn.learning_starts=500",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env=env,
+        )
         assert job.returncode == 0, job.stdout[-3000:] + job.stderr[-3000:]
         assert "succeeded" in job.stdout and "rlamd: done" in job.stdout
         assert "joined the running cluster" in job.stdout

@@ -67,9 +67,24 @@ def _remove_after_checkpoint(cluster, nodes, role, ckpt, done, removed) -> None:
 
 
 def _train_losing(cluster, nodes, role, algo, tmp_path) -> tuple[int, dict]:
-    args = ["cartpole", "--algo", algo, "--ray", "--num-rollout-workers", "2",
-            "--envs-per-worker", "2", "--eval-every", "0", "--logdir", str(tmp_path),
-            "--run-name", "r", "--no-tensorboard", *ARGS[algo]]  # fmt: skip
+    args = [
+        "cartpole",
+        "--algo",
+        algo,
+        "--ray",
+        "--num-rollout-workers",
+        "2",
+        "--envs-per-worker",
+        "2",
+        "--eval-every",
+        "0",
+        "--logdir",
+        str(tmp_path),
+        "--run-name",
+        "r",
+        "--no-tensorboard",
+        *ARGS[algo],
+    ]
     done, removed = threading.Event(), {}
     remover = threading.Thread(
         target=_remove_after_checkpoint,

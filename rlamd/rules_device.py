@@ -1,0 +1,91 @@
+"""The device rules of a run's settings: the device exists on this machine, and the
+precision and graph settings work on it.
+
+Split from :mod:`rlamd.rules` (which re-exports :func:`check_device` and calls it from
+:func:`rlamd.rules.check_run`) because these rules ask this machine, not the settings alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlamd.config import bad_setting
+
+__all__ = ["check_device"]
+
+
+def _learner_device_type(cfg: Any, api: Any) -> tuple[str, int | None] | None:
+    """The type (``cpu``, ``cuda``, ``mps``) and index of the device updates run on, or
+    None when only the Ray cluster can tell."""
+    from rlamd.device import DeviceError, parse_device_spec, resolve_device
+
+    train = cfg.train
+    if cfg.ray.enabled:
+        # Learners resolve their device on their own node: this machine says nothing.
+        kind, _ = parse_device_spec(train.device)
+        gpus = cfg.ray.gpus_per_learner
+        if kind == "cpu" or gpus == 0:
+            return "cpu", None
+        return ("cuda", None) if gpus is not None and gpus > 0 else None
+    try:
+        device = resolve_device(train.device, api=api)
+    except DeviceError as exc:
+        count = api.device_count() if api.gpu_available() else 0
+        gpus = f", cuda:0 to cuda:{count - 1} (or hip:N)" if count else ""
+        raise bad_setting(
+            "train",
+            "device",
+            train.device,
+            f"auto, cpu{gpus} on this machine",
+            why=str(exc).rstrip("."),
+        ) from None
+    return device.type, device.index
+
+
+def check_device(cfg: Any, *, api: Any = None) -> None:
+    """The device exists here, and ``train.precision`` and ``train.graph`` work on it.
+
+    On Ray the learners' device is decided on their nodes: only what the settings
+    alone imply is checked (``--gpus-per-learner 0`` or ``--device cpu``: CPU learners).
+
+    Raises:
+        ConfigError: no such device here; fp16 on the CPU (no fp16 autocast); bf16 on a
+            GPU without bf16 (autocast would quietly run in fp32); ``graph='on'``
+            without a GPU (graphs are CUDA/HIP only).
+    """
+    from rlamd.device import TorchQueries
+
+    api = api or TorchQueries()
+    found = _learner_device_type(cfg, api)
+    if found is None:
+        return
+    kind, index = found
+    train = cfg.train
+    where = "the CPU" if kind == "cpu" else ("a GPU" if kind == "cuda" else kind)
+    if train.precision == "fp16" and kind == "cpu":
+        raise bad_setting(
+            "train",
+            "precision",
+            train.precision,
+            "auto, fp32 or bf16 there",
+            why="updates run on the CPU, which has no fp16 autocast",
+        )
+    if train.precision == "bf16" and kind == "cuda" and not cfg.ray.enabled:
+        if not api.gpu_bf16(index or 0):
+            name = api.device_properties(index or 0).get("name", "this GPU")
+            raise bad_setting(
+                "train",
+                "precision",
+                train.precision,
+                "auto, fp32 or fp16 there",
+                why=f"{name} has no bf16; autocast would quietly run in fp32",
+            )
+    graph = getattr(train, "graph", None)
+    if graph == "on" and kind != "cuda":
+        raise bad_setting(
+            "train",
+            "graph",
+            graph,
+            "auto or off there",
+            why=f"graphs are captured on CUDA/ROCm GPUs and updates run on {where}",
+        )
