@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import resource
-from typing import Protocol
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 import torch
 
@@ -25,10 +26,19 @@ from rlamd.runconfig import RunConfig
 from rlamd.threads import LoadWatch, apply_threads, plan_threads
 from rlamd.threads import describe as describe_threads
 
-__all__ = ["Engine", "LocalEngine", "device_memory_mb"]
+__all__ = ["Engine", "Forecast", "LocalEngine", "device_memory_mb"]
 
 Episodes = list[tuple[float, int]]
 """(real score, length) of each episode that ended."""
+
+
+class Forecast(NamedTuple):
+    """What a run can expect, from the speeds measured in its first seconds."""
+
+    line: str
+    """One line for the log."""
+    remaining: Callable[[int], float]
+    """Seconds left at a given step (the progress lines' ETA)."""
 
 
 class Engine(Protocol):
@@ -67,8 +77,8 @@ class Engine(Protocol):
         """A policy for evaluation and the device it runs on."""
         ...
 
-    def forecast(self, step: int, sps: float) -> str | None:
-        """A line saying what to expect (duration, memory) where that is worth saying."""
+    def forecast(self, step: int, sps: float) -> Forecast | None:
+        """What to expect (duration, memory), where that is worth saying."""
         ...
 
     def close(self) -> None: ...
@@ -147,21 +157,23 @@ class LocalEngine:
     def eval_policy(self) -> tuple[Policy, torch.device]:
         return self.algo.policy(self.agent, self.cfg), self.device
 
-    def forecast(self, step: int, sps: float) -> str | None:
-        """On a CPU: how long the run will take and what the replay holds (issue: a 10M-step
-        Atari DQN runs for most of a day there), and what fits a CPU better."""
+    def forecast(self, step: int, sps: float) -> Forecast | None:
+        """On a CPU: how long the run will take and what the replay holds (a 10M-step Atari
+        DQN runs for most of two days there), and what fits a CPU better."""
         if self.device.type != "cpu":
             return None
         train = self.cfg.train
         learning = self.loop.learning_sps(sps)
         starts = self.cfg.dqn.learning_starts if train.algo == "dqn" else 0
-        before = max(0, min(starts, train.steps) - step)
-        seconds = before / sps + max(0, train.steps - step - before) / learning
-        speed = (
-            f"about {sps:,.0f} env steps/s before learning starts and {learning:,.0f} after"
-            if starts
-            else f"about {sps:,.0f} env steps/s"
-        )
+
+        def remaining(at: int) -> float:
+            before = max(0, min(starts, train.steps) - at)
+            return before / sps + max(0, train.steps - at - before) / learning
+
+        if starts > step:
+            speed = f"about {sps:,.0f} env steps/s before learning starts and {learning:,.0f} after"
+        else:
+            speed = f"about {learning:,.0f} env steps/s with learning"
         memory = self.loop.memory_bytes()
         held = f"; the replay holds {_size(memory)} of host memory" if memory else ""
         hint = (
@@ -169,10 +181,11 @@ class LocalEngine:
             if train.family == "atari"
             else ""
         )
-        return (
+        line = (
             f"rlamd: no GPU: this CPU makes {speed} (measured), so {train.steps - step:,} steps "
-            f"take about {_duration(seconds)}{held}. {hint}"
+            f"take about {_duration(remaining(step))}{held}. {hint}"
         ).rstrip()
+        return Forecast(line, remaining)
 
     def close(self) -> None:
         self.collector.close()

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["RunLogger"]
@@ -77,6 +78,8 @@ class RunLogger:
                 dynamic_ncols=True,
                 smoothing=0.05,
             )
+        self.remaining: Callable[[int], float] | None = None
+        """Seconds left at a step, from a measured forecast; the plain ETA otherwise."""
         self._t0 = time.perf_counter()
         self._last_t, self._last_step, self._last_updates = self._t0, start_step, start_updates
 
@@ -129,13 +132,19 @@ class RunLogger:
         score_txt = f"{score:.2f}" if score is not None else "-"
         if self.bar is not None:
             self.bar.update(step - self.bar.n)
+            expected = (
+                f" | expected {_fmt_eta(self.remaining(step))} left" if self.remaining else ""
+            )
             self.bar.set_postfix_str(
                 f"SPS {sps:,.0f} | upd/s {ups:,.1f} | score {score_txt} (n={len(self.scores)})"
+                f"{expected}"
             )
         else:
             elapsed = now - self._t0
             done = step - self.start_step
             eta = (self.total - step) * elapsed / done if done > 0 else float("nan")
+            if self.remaining is not None:
+                eta = self.remaining(step)
             print(
                 f"step {step:,}/{self.total:,} | SPS {sps:,.0f} | upd/s {ups:,.1f} | "
                 f"score {score_txt} (n={len(self.scores)}) | ETA {_fmt_eta(eta)}",

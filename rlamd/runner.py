@@ -232,9 +232,10 @@ class _Run:
     def _forecast(self, started: float, start: int) -> None:
         """Say what to expect, from the speed measured since ``started`` (step ``start``)."""
         sps = (self.step - start) / (time.monotonic() - started)
-        line = self.engine.forecast(self.step, sps)
-        if line:
-            self.logger.message(line)
+        forecast = self.engine.forecast(self.step, sps)
+        if forecast is not None:
+            self.logger.message(forecast.line)
+            self.logger.remaining = forecast.remaining
 
     def _train(self, stop: _Stop, prof: Profile) -> int:
         train, logger, engine = self.cfg.train, self.logger, self.engine

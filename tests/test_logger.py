@@ -39,3 +39,12 @@ def test_a_terminal_without_a_width_gets_plain_lines(monkeypatch):
     assert logger_module._live_terminal() is False
     monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((120, 40)))
     assert logger_module._live_terminal() is True
+
+
+def test_progress_eta_follows_the_measured_forecast(tmp_path, capsys):
+    """Regression: before learning started the ETA said 3 h while the run needed 46 h."""
+    logger = RunLogger(tmp_path, 10_000, 0, tensorboard=False, progress=False)
+    logger.remaining = lambda step: 7_200.0 * (10_000 - step) / 9_000
+    logger.log(1_000, 0, {})
+    logger.close()
+    assert "ETA 2:00:00" in capsys.readouterr().out

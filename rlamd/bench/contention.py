@@ -8,7 +8,8 @@ fixed when torch loads; the parent only starts children and the neighbour
 
 * ``rlamd (budget)``: the thread plan of :mod:`rlamd.threads` (``plan_threads`` over
   the affinity mask, ``apply_threads``, ale-py threads from the plan, idle OpenMP
-  threads asleep), what ``python -m rlamd.train`` uses;
+  threads asleep, torch's threads following the other processes' load with
+  ``LoadWatch``), what ``python -m rlamd.train`` uses on a CPU;
 * ``rlamd (untuned)``: the same loop with the libraries' own defaults (torch and ale-py
   threads over every core, GNU OpenMP's spin-then-sleep), the behaviour before the
   thread budget: the "before" figure;
@@ -38,7 +39,7 @@ __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
 GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
 ALGOS = ("ppo", "dqn")
-MODES = ("budget", "untuned", "sb3", "adaptive")
+MODES = ("budget", "untuned", "sb3")
 NUM_ENVS = 8
 # The busy neighbour: one single-threaded process that never sleeps.
 NEIGHBOUR = "while True: pass"
@@ -196,15 +197,15 @@ def run_child(
     threads: int | None = None
     line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
     watch = None
-    if mode in ("budget", "adaptive"):
+    if mode == "budget":
         from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
 
+        # As rlamd.engine.LocalEngine does on a CPU with the default budget.
         plan = plan_threads(None, num_envs)
         apply_threads(plan)
         threads, line = plan.env_threads, describe(plan).removeprefix("rlamd: ")
-        if mode == "adaptive":
-            watch = LoadWatch(plan, interval=1.0)
-            line += "; torch threads follow the load"
+        watch = LoadWatch(plan)
+        line += "; torch threads follow the load"
     if mode == "sb3":
         iterate, close = _sb3_iterate(algo, num_envs, warm)
     else:
@@ -232,7 +233,7 @@ def run_child(
 # ---------------------------------------------------------------------- in the parent
 def _child_env(mode: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
-    if mode in ("budget", "adaptive"):
+    if mode == "budget":
         from rlamd.threads import OPENMP_ENV
 
         env.update(OPENMP_ENV)

@@ -428,7 +428,7 @@ class RayEngine:
         self._eval_agent.policy_net.load_state_dict(weights)
         return self.algo.policy(self._eval_agent, self.cfg), cpu
 
-    def forecast(self, step: int, sps: float) -> str | None:
+    def forecast(self, step: int, sps: float) -> None:
         return None  # the cluster's speed is in the progress lines
 
     def close(self) -> None:
