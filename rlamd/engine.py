@@ -182,8 +182,8 @@ class LocalEngine:
             else ""
         )
         line = (
-            f"rlamd: no GPU: this CPU makes {speed} (measured), so {train.steps - step:,} steps "
-            f"take about {_duration(remaining(step))}{held}. {hint}"
+            f"rlamd: no GPU: this CPU makes {speed} (measured), so the run's "
+            f"{train.steps:,} steps take about {_duration(remaining(step))} more{held}. {hint}"
         ).rstrip()
         return Forecast(line, remaining)
 

@@ -86,7 +86,7 @@ def _write_gif(path: Path, frames: list[np.ndarray]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m rlamd.evaluate", description=__doc__.splitlines()[0]
+        prog="python -m rlamd.evaluate", description=__doc__.splitlines()[0].replace("``", "")
     )
     p.add_argument(
         "run",

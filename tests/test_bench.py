@@ -10,6 +10,7 @@ from rlamd.bench.__main__ import main
 from rlamd.bench.peers import PeerUnavailable
 
 
+@pytest.mark.slow
 def test_results_json_schema(tmp_path, capsys):
     assert (
         main(
