@@ -55,11 +55,12 @@ def test_results_json_schema(tmp_path, capsys):
 
 def test_missing_peer_is_skipped_with_a_note(monkeypatch):
     import rlamd.bench.dqn as dqn_bench
+    import rlamd.bench.peers as peers
 
     def missing():
         raise PeerUnavailable("stable_baselines3 not importable (ImportError: no module)")
 
-    monkeypatch.setattr(dqn_bench, "sb3", missing)
+    monkeypatch.setattr(peers, "sb3", missing)
     notes: list[str] = []
     figures = dqn_bench.run_dqn_suite(
         batches=(32,), iters=2, repeats=1, precisions=("fp32",), warm=64, notes=notes

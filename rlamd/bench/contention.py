@@ -114,50 +114,14 @@ def _rlamd_iterate(algo: str, env_name: str, num_envs: int, threads: int | None,
 
 def _sb3_iterate(algo: str, num_envs: int, warm: int):
     """SB3's PPO or DQN with rlamd's settings; returns (iterate() -> env steps, close)."""
-    from rlamd.bench.peers import sb3
+    from rlamd.bench.peers import sb3_atari
 
-    module = sb3()
-    import ale_py
-    import gymnasium as gym
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
-
-    gym.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(GYM_ID, n_envs=num_envs, seed=0), n_stack=4)
     if algo == "ppo":
-        model = module.PPO(
-            "CnnPolicy",
-            env,
-            n_steps=128,
-            n_epochs=4,
-            batch_size=128 * num_envs // 4,
-            learning_rate=2.5e-4,
-            clip_range=0.1,
-            ent_coef=0.01,
-            vf_coef=0.5,
-            max_grad_norm=0.5,
-            gamma=0.99,
-            gae_lambda=0.95,
-            device="cpu",
-            verbose=0,
-            seed=0,
-        )
+        model = sb3_atari("ppo", num_envs, "cpu")
         per = 128 * num_envs
     else:
         # train_freq counts vector steps: num_envs / 4 updates per vector step, as rlamd.
-        model = module.DQN(
-            "CnnPolicy",
-            env,
-            buffer_size=50_000,
-            learning_starts=warm,
-            batch_size=32,
-            train_freq=1,
-            gradient_steps=max(1, num_envs // 4),
-            target_update_interval=2_000,
-            device="cpu",
-            verbose=0,
-            seed=0,
-        )
+        model = sb3_atari("dqn", num_envs, "cpu", warm=warm, per_update=max(1, num_envs // 4))
         model.learn(total_timesteps=warm)
         per = 16 * num_envs
 
@@ -165,7 +129,7 @@ def _sb3_iterate(algo: str, num_envs: int, warm: int):
         model.learn(total_timesteps=per, reset_num_timesteps=False)
         return per
 
-    return iterate, env.close
+    return iterate, model.get_env().close
 
 
 def run_child(

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from .common import Figure, measure, print_table, step_cost
-from .peers import PeerUnavailable, sb3
+from .peers import PeerUnavailable, sb3_atari
 
 __all__ = ["run_dqn_suite"]
 
@@ -52,27 +52,7 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
 
 
 def _sb3_setup(batch: int, warm: int, device: torch.device):
-    module = sb3()
-    import ale_py
-    import gymnasium as gym
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
-
-    gym.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(GYM_ID, n_envs=1, seed=0), n_stack=4)
-    model = module.DQN(
-        "CnnPolicy",
-        env,
-        buffer_size=50_000,
-        learning_starts=warm,
-        batch_size=batch,
-        train_freq=1,
-        gradient_steps=1,
-        target_update_interval=2_000,
-        device=str(device),
-        verbose=0,
-        seed=0,
-    )
+    model = sb3_atari("dqn", 1, str(device), batch=batch, warm=warm)
     model.learn(total_timesteps=warm)
     return model
 

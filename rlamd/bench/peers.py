@@ -80,3 +80,57 @@ def torchrl_prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any
         ):
             setattr(prio, name, getattr(ext, name))
     return prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
+
+
+SB3_GYM_ID = "BreakoutNoFrameskip-v4"
+"""The game SB3 plays in the benchmarks (its Atari wrappers, a stack of 4 frames)."""
+
+
+def sb3_atari(
+    algo: str, num_envs: int, device: str, *, batch: int = 32, warm: int = 0, per_update: int = 1
+) -> Any:
+    """An SB3 PPO or DQN on Breakout with rlamd's settings (one place for every suite).
+
+    PPO: 128 steps x ``num_envs``, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1 (CleanRL's
+    Atari defaults, as rlamd's). DQN: replay 50k, ``batch``, ``per_update`` gradient steps
+    per vector step, target sync every 2,000 updates, ``warm`` steps before learning.
+
+    Raises:
+        PeerUnavailable: SB3 (or its Atari support) cannot be imported.
+    """
+    module = sb3()
+    import ale_py
+    import gymnasium as gym
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    gym.register_envs(ale_py)
+    env = VecFrameStack(make_atari_env(SB3_GYM_ID, n_envs=num_envs, seed=0), n_stack=4)
+    common = {"device": device, "verbose": 0, "seed": 0}
+    if algo == "ppo":
+        return module.PPO(
+            "CnnPolicy",
+            env,
+            n_steps=128,
+            n_epochs=4,
+            batch_size=128 * num_envs // 4,
+            learning_rate=2.5e-4,
+            clip_range=0.1,
+            ent_coef=0.01,
+            vf_coef=0.5,
+            max_grad_norm=0.5,
+            gamma=0.99,
+            gae_lambda=0.95,
+            **common,
+        )
+    return module.DQN(
+        "CnnPolicy",
+        env,
+        buffer_size=50_000,
+        learning_starts=warm,
+        batch_size=batch,
+        train_freq=1,
+        gradient_steps=per_update,
+        target_update_interval=2_000,
+        **common,
+    )

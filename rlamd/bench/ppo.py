@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .common import Figure, measure, print_table
-from .peers import PeerUnavailable, rllib_ppo, sb3
+from .peers import PeerUnavailable, rllib_ppo, sb3_atari
 
 __all__ = ["run_ppo_suite"]
 
@@ -117,31 +117,7 @@ def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
 
 def _sb3_figure(n: int, device: torch.device, iters: int, repeats: int) -> Figure:
     """SB3 PPO with the same settings; raises :class:`PeerUnavailable` when SB3 cannot run."""
-    module = sb3()
-    import ale_py
-    import gymnasium as gym
-    from stable_baselines3.common.env_util import make_atari_env
-    from stable_baselines3.common.vec_env import VecFrameStack
-
-    gym.register_envs(ale_py)
-    env = VecFrameStack(make_atari_env(GYM_ID, n_envs=n, seed=0), n_stack=4)
-    model = module.PPO(
-        "CnnPolicy",
-        env,
-        n_steps=128,
-        n_epochs=4,
-        batch_size=128 * n // 4,
-        learning_rate=2.5e-4,
-        clip_range=0.1,
-        ent_coef=0.01,
-        vf_coef=0.5,
-        max_grad_norm=0.5,
-        gamma=0.99,
-        gae_lambda=0.95,
-        device=str(device),
-        verbose=0,
-        seed=0,
-    )
+    model = sb3_atari("ppo", n, str(device))
 
     def run_sb3() -> int:
         model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
@@ -150,7 +126,7 @@ def _sb3_figure(n: int, device: torch.device, iters: int, repeats: int) -> Figur
     f = measure(
         f"ppo/sb3_fp32/{n}envs", "env steps/s", run_sb3, repeats=repeats, num_envs=n, device=device
     )
-    env.close()
+    model.get_env().close()
     return f
 
 
