@@ -176,4 +176,5 @@ def test_contention_suite_end_to_end_on_cartpole():
     figures = run_contention_suite(seconds=1.5, algos=("ppo",), env_name="cartpole", notes=notes)
     assert {f.meta["mode"] for f in figures} == {"budget", "untuned"}
     assert all(f.median > 0 for f in figures)
-    assert any("SB3" in n for n in notes)  # SB3 only plays Breakout here
+    # SB3 plays only Breakout here; without the bench extra (as in CI) it is not installed.
+    assert any("SB3 skipped" in n or "Stable-Baselines3 skipped" in n for n in notes), notes
