@@ -14,15 +14,9 @@ from __future__ import annotations
 
 import time
 
-import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
-
 from rlamd.runconfig import RunConfig
 
 from .host import DriverHost
-
-WORKER_LOST = (RayActorError, ActorUnavailableError)
-"""What a call to a rollout worker raises when the worker died (Ray restarts it)."""
 
 __all__ = ["ApexDriver"]
 
@@ -95,13 +89,10 @@ class ApexDriver:
                 self._finish_train()
                 continue
             w, data = self.pending.pop(ref)
-            try:
-                info = ray.get(ref)
-            except WORKER_LOST as exc:
-                e.worker_lost(w, exc)
+            info = e.receive(w, ref)
+            if info is None:
                 self._launch(w)
                 continue
-            e.worker_back(w, info.incarnation)
             r = w % rc.num_learners
             first = (w // rc.num_learners) * rc.envs_per_worker
             ref = e.learners[r].feed.remote(data, first)

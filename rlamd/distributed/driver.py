@@ -31,7 +31,7 @@ from typing import Any
 
 import ray
 import torch
-from ray.exceptions import ObjectLostError, RayActorError
+from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -56,6 +56,9 @@ __all__ = ["DRIVERS", "RayEngine", "connect"]
 
 DRIVERS: dict[str, type] = {"dqn": ApexDriver, "ppo": SyncPPODriver}
 """Algorithm name -> the class that schedules its actors (see docs/ARCHITECTURE.md)."""
+
+_WORKER_LOST = (RayActorError, ActorUnavailableError)
+"""What a call to a rollout worker raises when the worker died (Ray restarts it)."""
 
 
 # ---------------------------------------------------------------------- cluster
@@ -351,6 +354,17 @@ class RayEngine:
         """Learner 0's newest weights go out with the workers' next calls."""
         self.weights = self.learners[0].weights.remote()
         self.version += 1
+
+    def receive(self, w: int, info_ref: Any) -> Any | None:
+        """Worker ``w``'s :class:`CollectInfo`, or None when the worker was lost (the loss is
+        counted and Ray restarts it); either way the worker's restart bookkeeping is done."""
+        try:
+            info = ray.get(info_ref)
+        except _WORKER_LOST as exc:
+            self.worker_lost(w, exc)
+            return None
+        self.worker_back(w, info.incarnation)
+        return info
 
     def worker_lost(self, w: int, exc: BaseException) -> None:
         """A call to worker ``w`` failed: its payload is dropped and Ray restarts it. Calls

@@ -8,15 +8,9 @@ every minibatch update; learner 0's weights go out once per iteration.
 
 from __future__ import annotations
 
-import ray
-from ray.exceptions import ActorUnavailableError, RayActorError
-
 from rlamd.runconfig import RunConfig
 
 from .host import DriverHost
-
-WORKER_LOST = (RayActorError, ActorUnavailableError)
-"""What a call to a rollout worker raises when the worker died (Ray restarts it)."""
 
 __all__ = ["SyncPPODriver"]
 
@@ -45,13 +39,10 @@ class SyncPPODriver:
             while pending:
                 ref = e.wait(list(pending))[0]
                 w, d = pending.pop(ref)
-                try:
-                    info = ray.get(ref)
-                except WORKER_LOST as exc:
-                    e.worker_lost(w, exc)
+                info = e.receive(w, ref)
+                if info is None:
                     todo.append(w)
                     continue
-                e.worker_back(w, info.incarnation)
                 infos[w], data[w] = info, d
 
     def iterate(self) -> list[tuple[int, list]]:
