@@ -387,3 +387,20 @@ def test_interfaces_matching_follows_nccl_syntax():
     assert interfaces_matching("=eth1,ib0", names) == ["eth1", "ib0"]
     assert interfaces_matching("^docker", names) == ["eth0", "eth1", "ib0"]
     assert interfaces_matching("^=eth0", names) == ["docker0", "eth1", "ib0"]
+
+
+def test_a_gpu_whose_arch_triton_rejects_gets_a_warning_with_the_way_out(monkeypatch):
+    """An RX 6800 XT (gfx1030) trains with torch trees: a warning that says so, not a fail."""
+    import torch
+
+    from rlamd.doctor import application
+    from rlamd.doctor.report import WARN, Report
+    from rlamd.replay import segment_tree
+
+    why = "Triton 3.9.0 on gfx1030: RuntimeError: PassManager::run failed"
+    monkeypatch.setattr(segment_tree, "triton_unusable", lambda dev: why)
+    r = Report("cuda:0")
+    application._replay_kernels(r, torch.device("cuda", 0))
+    (check,) = r.checks
+    assert check.status == WARN and check.seen == why
+    assert "RDNA2" in check.fix and "Training works" in check.fix

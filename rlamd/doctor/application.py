@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from .report import FAIL, PASS, Report, fix_from_table
+from .report import FAIL, PASS, WARN, Report, fix_from_table
 
 __all__ = ["run_application_checks"]
 
@@ -102,6 +102,24 @@ def _dqn_update(dev: torch.device) -> str:
     return "one DQN update (Nature CNN, batch 8)"
 
 
+def _replay_kernels(r: Report, dev: torch.device) -> None:
+    """Whether the replay's Triton kernels run on this GPU (a warning, not a failure:
+    without them the trees use plain torch ops, slower but correct)."""
+    from rlamd.replay.segment_tree import triton_unusable
+
+    why = triton_unusable(dev)
+    if why is None:
+        r.add("application", "replay kernels (Triton)", PASS, f"Triton runs the trees on {dev}")
+        return
+    fix = (
+        "Training works: the replay trees use plain torch ops, which sample more slowly. "
+        "Triton releases compile for CDNA (gfx90a, gfx942), RDNA3/4 and NVIDIA GPUs, not "
+        "for RDNA2 (gfx103x); elsewhere install the Triton that matches your PyTorch "
+        "(ROCm: pytorch-triton-rocm from the same index URL as torch)."
+    )
+    r.add("application", "replay kernels (Triton)", WARN, why, fix)
+
+
 def _timed(r: Report, name: str, fn: Callable[[], str], device: str) -> bool:
     t0 = time.perf_counter()
     try:
@@ -141,4 +159,6 @@ def run_application_checks(r: Report, device: str) -> bool:
     for name, fn in steps:
         if not _timed(r, name, functools.partial(fn, dev), device):
             return False
+    if dev.type == "cuda":
+        _replay_kernels(r, dev)
     return True

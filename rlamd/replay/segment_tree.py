@@ -30,7 +30,8 @@ Writes with duplicate indices are deterministic: the largest value given for an 
 Parents are recomputed from their children on every write, so sums never drift.
 
 ``auto`` picks numba for CPU trees, triton for GPU trees (torch, with one log line, when
-Triton does not import); ``RLAMD_TREE_BACKEND`` overrides ``auto``.
+Triton does not import or cannot compile for the GPU); ``RLAMD_TREE_BACKEND`` overrides
+``auto``.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import os
 import numpy as np
 import torch
 
-__all__ = ["SegmentTree", "resolve_backend"]
+__all__ = ["SegmentTree", "resolve_backend", "triton_unusable"]
 
 _BACKENDS = ("auto", "torch", "numba", "triton")
 _log = logging.getLogger(__name__)
@@ -68,17 +69,64 @@ def _triton_import_error() -> str | None:
 
 @functools.cache
 def _warn_no_triton(reason: str) -> None:
-    _log.warning("Triton not available (%s): replay trees on the GPU use plain torch ops", reason)
+    _log.warning(
+        "Triton cannot serve the replay trees (%s): they use plain torch ops on the GPU, "
+        "which sample more slowly",
+        reason,
+    )
+
+
+@functools.cache
+def _triton_device_error(device: torch.device) -> str | None:
+    """Why Triton's kernels cannot run on ``device`` (``None``: they can).
+
+    Importing Triton is not enough: each Triton release compiles for a list of GPU
+    architectures (Triton 3.9 rejects RDNA2, gfx1030, the RX 6000 series). One tiny
+    launch of a replay kernel, compared with the sum it must give, answers for this GPU,
+    its driver and this Triton; the compiled kernel stays in Triton's cache for the run.
+    """
+    from . import triton_trees
+
+    try:
+        tree = SegmentTree(64, "sum", device=device, backend="torch")
+        tree.leaves[:64] = 1.0
+        triton_trees.rebuild(tree)
+        total = float(tree.root())
+    except Exception as exc:  # a compiler or driver error, whatever its type
+        first = str(exc).strip().splitlines()
+        why = f"{type(exc).__name__}: {first[0] if first else ''}"[:300]
+        return f"Triton {triton_trees.triton.__version__} on {_arch(device)}: {why}"
+    return None if total == 64.0 else f"a test launch summed 64 ones to {total}"
+
+
+def _arch(device: torch.device) -> str:
+    """The GPU's architecture as compilers name it: gfx1030, sm_90, ..."""
+    try:
+        props = torch.cuda.get_device_properties(device)
+    except Exception:  # not a CUDA/HIP device (or no driver): its type says enough
+        return device.type
+    return getattr(props, "gcnArchName", "") or f"sm_{props.major}{props.minor}"
+
+
+def triton_unusable(device: torch.device | str) -> str | None:
+    """Why the Triton backend cannot serve trees on ``device`` (``None``: it can)."""
+    device = torch.device(device)
+    reason = _triton_import_error()
+    if reason is not None or device.type == "cpu":  # CPU tensors: the interpreter (tests)
+        return reason
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return _triton_device_error(device)
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
     """The backend ``backend`` means for trees on ``device``.
 
     ``auto`` (or ``RLAMD_TREE_BACKEND`` when set) is numba on the CPU (torch without
-    numba), triton on GPUs (torch, logged once, without Triton).
+    numba), triton on GPUs (torch, logged once, where Triton cannot run there).
 
     Raises:
-        ValueError: an unknown name, numba off the CPU, or triton not importable.
+        ValueError: an unknown name, numba off the CPU, or triton that cannot run.
     """
     if backend == "auto":
         backend = os.environ.get("RLAMD_TREE_BACKEND", "auto") or "auto"
@@ -91,7 +139,7 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     if backend == "auto":
         if device.type == "cpu":
             return "numba" if _HAVE_NUMBA else "torch"
-        reason = _triton_import_error()
+        reason = triton_unusable(device)
         if reason is None:
             return "triton"
         _warn_no_triton(reason)
@@ -99,9 +147,12 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     if backend == "numba" and (device.type != "cpu" or not _HAVE_NUMBA):
         raise ValueError("backend='numba' needs numba installed and a CPU tree")
     if backend == "triton":
-        reason = _triton_import_error()
+        reason = triton_unusable(device)
         if reason is not None:
-            raise ValueError(f"backend='triton' but Triton does not import ({reason})")
+            raise ValueError(
+                f"backend='triton' but Triton cannot run on {device} ({reason}); "
+                "accepted: 'torch' or 'auto' there"
+            )
     return backend
 
 

@@ -33,6 +33,9 @@ __all__ = ["MAX_FUSED", "rebuild", "sample", "write"]
 MAX_FUSED = 8192
 """Most indices one fused write handles in a single program (one block of lanes)."""
 
+_SAMPLE_LANES = 32
+"""Draws per program of a sample launch: each holds a (lanes, arity) tile per level."""
+
 # Write modes (what the leaf values are computed from).
 SET, PRIORITY, ACTIVATE = 0, 1, 2
 
@@ -48,6 +51,7 @@ def _sample_kernel(
     w_ptr,
     n,
     K: tl.constexpr,
+    KP: tl.constexpr,
     DEPTH: tl.constexpr,
     WEIGHTS: tl.constexpr,
     BLOCK: tl.constexpr,
@@ -60,28 +64,20 @@ def _sample_kernel(
     x = (lane.to(tl.float64) + r) * (total / n)
     x = tl.minimum(x, total * tl.load(shrink_ptr))
     node = tl.zeros([BLOCK], dtype=tl.int64)
+    kids = tl.arange(0, KP)[None, :]  # a (lanes, children) tile per level: one wide load
     for level in tl.static_range(1, DEPTH + 1):
-        first = tl.load(offs_ptr + level) + node * K
-        acc = tl.zeros([BLOCK], dtype=tl.float64)
-        chosen = tl.full([BLOCK], -1, dtype=tl.int64)
-        ex = tl.zeros([BLOCK], dtype=tl.float64)
-        last = tl.full([BLOCK], K - 1, dtype=tl.int64)
-        last_ex = tl.zeros([BLOCK], dtype=tl.float64)
-        for c in tl.static_range(K):
-            v = tl.load(sum_ptr + first + c, mask=live, other=0.0)
-            v64 = v.to(tl.float64)
-            nxt = acc + v64
-            pos = v > 0.0
-            last = tl.where(pos, c, last)
-            last_ex = tl.where(pos, acc, last_ex)
-            hit = pos & (chosen < 0) & (x < nxt)
-            chosen = tl.where(hit, c, chosen)
-            ex = tl.where(hit, acc, ex)
-            acc = nxt
-        # Past the end (rounding) or an empty tail: the last positive child.
-        miss = chosen < 0
-        chosen = tl.where(miss, last, chosen)
-        x = x - tl.where(miss, last_ex, ex)
+        first = (tl.load(offs_ptr + level) + node * K)[:, None]
+        v = tl.load(sum_ptr + first + kids, mask=live[:, None] & (kids < K), other=0.0)
+        incl = tl.cumsum(v.to(tl.float64), axis=1)  # left to right, as the reference
+        pos = v > 0.0
+        hit = pos & (x[:, None] < incl)
+        chosen = tl.min(tl.where(hit, kids, KP), axis=1)
+        # Past the end (rounding) or an empty tail: the last positive child (K - 1: none).
+        last = tl.max(tl.where(pos, kids, -1), axis=1)
+        last = tl.where(last < 0, K - 1, last)
+        chosen = tl.where(chosen == KP, last, chosen)
+        # The chosen child's exclusive prefix: the inclusive one of its left neighbour.
+        x = x - tl.sum(tl.where(kids == chosen[:, None] - 1, incl, 0.0), axis=1)
         node = node * K + chosen
     tl.store(idx_ptr + lane, node, mask=live)
     if WEIGHTS:
@@ -91,74 +87,50 @@ def _sample_kernel(
         tl.store(w_ptr + lane, w.to(tl.float32), mask=live)
 
 
-def _write_kernel(
+@triton.jit
+def _activate_values(idx_ptr, aux_ptr, state_ptr, params_ptr, lane, live, n_first):
+    """Indices and leaf values of an activate/retire: the first ``n_first`` lanes retire
+    (``idx_ptr``), the rest activate (``aux_ptr``) at ``max_priority ** alpha``."""
+    second = live & (lane >= n_first)
+    i0 = tl.load(idx_ptr + lane, mask=live & (lane < n_first), other=0)
+    i1 = tl.load(aux_ptr + (lane - n_first), mask=second, other=0)
+    idx = tl.where(second, i1, i0).to(tl.int64)
+    new = tl.exp(tl.load(params_ptr) * tl.log(tl.load(state_ptr))).to(tl.float32)
+    return idx, tl.where(second, new, 0.0), tl.where(second, new, float("inf"))
+
+
+@triton.jit
+def _priority_values(sum_ptr, min_ptr, leaf, val_ptr, state_ptr, params_ptr, lane, live):
+    """Leaf values of a priority update, ``(p + eps) ** alpha``; a bad priority (counted in
+    ``state[1]``) or a retired record keeps its value; ``state[0]`` is the running max."""
+    pr = tl.load(val_ptr + lane, mask=live, other=0.0)
+    ok = (pr >= 0.0) & (pr < float("inf"))  # NaN fails both
+    cur_s = tl.load(sum_ptr + leaf, mask=live, other=0.0)
+    cur_m = tl.load(min_ptr + leaf, mask=live, other=0.0)
+    keep = live & ok & (cur_s > 0.0)  # retired records stay retired
+    p = pr.to(tl.float64) + tl.load(params_ptr + 1)
+    pa = tl.exp(tl.load(params_ptr) * tl.log(tl.where(keep, p, 1.0))).to(tl.float32)
+    top = tl.max(tl.where(keep, p, 0.0), axis=0)
+    bad = tl.sum(tl.where(live & (ok == 0), 1.0, 0.0).to(tl.float64), axis=0)
+    tl.store(state_ptr, tl.maximum(tl.load(state_ptr), top))
+    tl.store(state_ptr + 1, tl.load(state_ptr + 1) + bad)
+    return tl.where(keep, pa, cur_s), tl.where(keep, pa, cur_m)
+
+
+@triton.jit
+def _repair(
     sum_ptr,
     min_ptr,
     offs_ptr,
-    idx_ptr,
-    aux_ptr,
-    val_ptr,
-    state_ptr,
-    params_ptr,
-    n,
-    n_first,
+    node,
+    live,
     K: tl.constexpr,
     DEPTH: tl.constexpr,
-    MODE: tl.constexpr,
     HAS_MIN: tl.constexpr,
     SUM_IS_MIN: tl.constexpr,
     BLOCK: tl.constexpr,
 ):
-    """One program: leaf values, leaf writes, then the ancestors, level by level.
-
-    MODE SET: ``val_ptr`` holds the values (the same for both trees).
-    MODE PRIORITY: ``val_ptr`` holds priorities; ``state`` = [max priority, rejected].
-    MODE ACTIVATE: the first ``n_first`` of ``idx`` (``idx_ptr``) are retired, the rest
-    (``aux_ptr``) activated with ``max_priority ** alpha``.
-    """
-    lane = tl.arange(0, BLOCK)
-    live = lane < n
-    leaf_off = tl.load(offs_ptr + DEPTH)
-    if MODE == 2:
-        second = live & (lane >= n_first)
-        i0 = tl.load(idx_ptr + lane, mask=live & (lane < n_first), other=0)
-        i1 = tl.load(aux_ptr + (lane - n_first), mask=second, other=0)
-        idx = tl.where(second, i1, i0).to(tl.int64)
-        alpha = tl.load(params_ptr)
-        new = tl.exp(alpha * tl.log(tl.load(state_ptr))).to(tl.float32)
-        sval = tl.where(second, new, 0.0)
-        mval = tl.where(second, new, float("inf"))
-    else:
-        idx = tl.load(idx_ptr + lane, mask=live, other=0).to(tl.int64)
-        if MODE == 1:
-            pr = tl.load(val_ptr + lane, mask=live, other=0.0)
-            ok = (pr >= 0.0) & (pr < float("inf"))  # NaN fails both
-            cur_s = tl.load(sum_ptr + leaf_off + idx, mask=live, other=0.0)
-            cur_m = tl.load(min_ptr + leaf_off + idx, mask=live, other=0.0)
-            keep = live & ok & (cur_s > 0.0)  # retired records stay retired
-            p = pr.to(tl.float64) + tl.load(params_ptr + 1)
-            pa = tl.exp(tl.load(params_ptr) * tl.log(tl.where(keep, p, 1.0))).to(tl.float32)
-            sval = tl.where(keep, pa, cur_s)
-            mval = tl.where(keep, pa, cur_m)
-            top = tl.max(tl.where(keep, p, 0.0), axis=0)
-            bad = tl.sum(tl.where(live & (ok == 0), 1.0, 0.0).to(tl.float64), axis=0)
-            tl.store(state_ptr, tl.maximum(tl.load(state_ptr), top))
-            tl.store(state_ptr + 1, tl.load(state_ptr + 1) + bad)
-        else:
-            sval = tl.load(val_ptr + lane, mask=live, other=0.0)
-            mval = sval
-    # Every lane has read its current leaves before any lane resets a duplicate's.
-    tl.debug_barrier()
-    # Leaves: reset, then the largest value of each index wins (order-free, deterministic).
-    tl.store(sum_ptr + leaf_off + idx, float("-inf"), mask=live)
-    if HAS_MIN:
-        tl.store(min_ptr + leaf_off + idx, float("-inf"), mask=live)
-    tl.debug_barrier()
-    tl.atomic_max(sum_ptr + leaf_off + idx, sval, mask=live)
-    if HAS_MIN:
-        tl.atomic_max(min_ptr + leaf_off + idx, mval, mask=live)
-    tl.debug_barrier()
-    node = idx
+    """Recompute the ancestors of leaves ``node``, level by level (a barrier after each)."""
     for up in tl.static_range(DEPTH):
         level = DEPTH - 1 - up
         node = node // K
@@ -184,6 +156,60 @@ def _write_kernel(
         if HAS_MIN:
             tl.store(min_ptr + parent, m_acc, mask=live)
         tl.debug_barrier()
+
+
+def _write_kernel(
+    sum_ptr,
+    min_ptr,
+    offs_ptr,
+    idx_ptr,
+    aux_ptr,
+    val_ptr,
+    state_ptr,
+    params_ptr,
+    n,
+    n_first,
+    K: tl.constexpr,
+    DEPTH: tl.constexpr,
+    MODE: tl.constexpr,
+    HAS_MIN: tl.constexpr,
+    SUM_IS_MIN: tl.constexpr,
+    BLOCK: tl.constexpr,
+):
+    """One program: leaf values, leaf writes, then the ancestors, level by level.
+
+    MODE SET: ``val_ptr`` holds the values (the same for both trees).
+    MODE PRIORITY: ``val_ptr`` holds priorities; ``state`` = [max priority, rejected].
+    MODE ACTIVATE: see :func:`_activate_values`.
+    """
+    lane = tl.arange(0, BLOCK)
+    live = lane < n
+    leaf_off = tl.load(offs_ptr + DEPTH)
+    if MODE == 2:
+        idx, sval, mval = _activate_values(
+            idx_ptr, aux_ptr, state_ptr, params_ptr, lane, live, n_first
+        )
+    else:
+        idx = tl.load(idx_ptr + lane, mask=live, other=0).to(tl.int64)
+        if MODE == 1:
+            sval, mval = _priority_values(
+                sum_ptr, min_ptr, leaf_off + idx, val_ptr, state_ptr, params_ptr, lane, live
+            )
+        else:
+            sval = tl.load(val_ptr + lane, mask=live, other=0.0)
+            mval = sval
+    # Every lane has read its current leaves before any lane resets a duplicate's.
+    tl.debug_barrier()
+    # Leaves: reset, then the largest value of each index wins (order-free, deterministic).
+    tl.store(sum_ptr + leaf_off + idx, float("-inf"), mask=live)
+    if HAS_MIN:
+        tl.store(min_ptr + leaf_off + idx, float("-inf"), mask=live)
+    tl.debug_barrier()
+    tl.atomic_max(sum_ptr + leaf_off + idx, sval, mask=live)
+    if HAS_MIN:
+        tl.atomic_max(min_ptr + leaf_off + idx, mval, mask=live)
+    tl.debug_barrier()
+    _repair(sum_ptr, min_ptr, offs_ptr, idx, live, K, DEPTH, HAS_MIN, SUM_IS_MIN, BLOCK)
 
 
 def _rebuild_kernel(
@@ -255,7 +281,7 @@ def sample(
     n = u.numel()
     idx = torch.empty(n, dtype=torch.long, device=u.device)
     weights = torch.empty(n, dtype=torch.float32, device=u.device) if beta is not None else None
-    block = min(_block(n), 256)
+    block = min(_block(n), _SAMPLE_LANES)
     kern = _pick(u)[0]
     kern[(triton.cdiv(n, block),)](
         sum_tree.flat,
@@ -268,6 +294,7 @@ def sample(
         weights if weights is not None else u,
         n,
         K=sum_tree.arity,
+        KP=triton.next_power_of_2(sum_tree.arity),
         DEPTH=sum_tree.depth,
         WEIGHTS=beta is not None,
         BLOCK=block,

@@ -64,12 +64,43 @@ def test_missing_triton_falls_back_to_torch_with_one_log_line(monkeypatch, caplo
             assert segment_tree.resolve_backend("auto", gpu) == "torch"
             assert segment_tree.resolve_backend("auto", gpu) == "torch"
         lines = [r.getMessage() for r in caplog.records]
-        assert len(lines) == 1 and lines[0].startswith("Triton not available (")
-        with pytest.raises(ValueError, match="backend='triton' but Triton does not import"):
+        assert len(lines) == 1 and lines[0].startswith("Triton cannot serve the replay trees (")
+        with pytest.raises(ValueError, match="backend='triton' but Triton cannot run on cuda"):
             segment_tree.resolve_backend("triton", gpu)
     finally:
         segment_tree._triton_import_error.cache_clear()
         segment_tree._warn_no_triton.cache_clear()
+
+
+def test_a_gpu_triton_cannot_compile_for_falls_back_to_torch_with_the_reason(monkeypatch, caplog):
+    """Triton 3.9 imports on an RX 6800 XT but rejects its gfx1030: `auto` must not pick it."""
+    why = "Triton 3.9.0 on gfx1030: RuntimeError: PassManager::run failed"
+    monkeypatch.setattr(segment_tree, "_triton_import_error", lambda: None)
+    monkeypatch.setattr(segment_tree, "_triton_device_error", lambda device: why)
+    segment_tree._warn_no_triton.cache_clear()
+    gpu = torch.device("cuda", 0)
+    try:
+        with caplog.at_level(logging.WARNING, logger=segment_tree.__name__):
+            assert segment_tree.resolve_backend("auto", gpu) == "torch"
+            assert segment_tree.resolve_backend("auto", gpu) == "torch"
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and why in lines[0]
+        with pytest.raises(ValueError, match="cannot run on cuda:0 .*gfx1030.*accepted: 'torch'"):
+            segment_tree.resolve_backend("triton", gpu)
+    finally:
+        segment_tree._warn_no_triton.cache_clear()
+
+
+@needs_triton
+def test_the_device_probe_reports_a_failed_launch_with_the_triton_version():
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter is on in this process")
+    import triton
+
+    # A CPU tensor without the interpreter cannot launch: the probe explains, never raises.
+    why = segment_tree._triton_device_error.__wrapped__(torch.device("cpu"))
+    assert why.startswith(f"Triton {triton.__version__} on cpu: ValueError")
+    assert "TRITON_INTERPRET=1" in why
 
 
 def test_backend_names_and_the_environment_override(monkeypatch):

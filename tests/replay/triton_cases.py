@@ -83,3 +83,9 @@ def test_uniform_sampler_and_bulk_writes_equal_the_reference(monkeypatch):
         t.set(torch.tensor([7, 7, 9]), torch.tensor([0.5, 2.0, 0.25]))
     assert all(torch.equal(t.flat, trees["torch"].flat) for t in trees.values())
     assert trees["triton"].leaves[7].item() == 2.0
+
+
+def test_the_device_probe_passes_where_the_kernels_run():
+    from rlamd.replay import segment_tree
+
+    assert segment_tree._triton_device_error.__wrapped__(torch.device("cpu")) is None
