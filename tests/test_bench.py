@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from rlamd.bench.__main__ import main
 from rlamd.bench.peers import PeerUnavailable
@@ -178,3 +179,19 @@ def test_contention_suite_end_to_end_on_cartpole():
     assert all(f.median > 0 for f in figures)
     # SB3 plays only Breakout here; without the bench extra (as in CI) it is not installed.
     assert any("SB3 skipped" in n or "Stable-Baselines3 skipped" in n for n in notes), notes
+
+
+def test_the_like_for_like_row_runs_sb3s_algorithm():
+    """The 'SB3's algorithm' row must really drop PER, n-step, double Q and dueling."""
+    import rlamd.bench.dqn as dqn_bench
+    from rlamd.replay import PrioritizedReplayBuffer
+
+    loop, agent = dqn_bench._rlamd_setup(
+        32, "fp32", torch.device("cpu"), 64, **dqn_bench.SB3_ALGORITHM
+    )
+    try:
+        assert not isinstance(loop.buffer, PrioritizedReplayBuffer)
+        assert (agent.cfg.n_step, agent.cfg.double_q, agent.cfg.dueling) == (1, False, False)
+        assert loop.step >= 64
+    finally:
+        loop.collector.close()

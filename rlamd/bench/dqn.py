@@ -25,9 +25,12 @@ __all__ = ["run_dqn_suite"]
 
 GAME = "breakout"
 GYM_ID = "BreakoutNoFrameskip-v4"
+SB3_ALGORITHM = {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
+"""SB3's DQN, for a like-for-like row: one-step targets, no double Q (rlamd's default costs
+a third forward pass per update), no dueling head, uniform replay."""
 
 
-def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
+def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int, **algo: Any):
     from rlamd.agents.dqn import DQNConfig
     from rlamd.algos import build_agent
     from rlamd.algos.dqn import build_replay
@@ -37,7 +40,12 @@ def _rlamd_setup(batch: int, precision: str, device: torch.device, warm: int):
     from rlamd.runconfig import RunConfig, TrainConfig
 
     cfg = replace(
-        DQNConfig(), batch_size=batch, train_frequency=1, learning_starts=warm, buffer_size=50_000
+        DQNConfig(),
+        batch_size=batch,
+        train_frequency=1,
+        learning_starts=warm,
+        buffer_size=50_000,
+        **algo,
     )
     train = TrainConfig(
         env=GAME, num_envs=1, precision=precision, device=str(device), steps=10_000_000
@@ -69,14 +77,21 @@ def _times(step: Callable[[], None], iters: int) -> Callable[[], int]:
 
 
 def _rlamd_figures(
-    batch: int, precision: str, device: torch.device, warm: int, iters: int, repeats: int
+    batch: int,
+    precision: str,
+    device: torch.device,
+    warm: int,
+    iters: int,
+    repeats: int,
+    algo: dict[str, Any] | None = None,
 ) -> tuple[Figure, Figure, Figure, list[tuple[str, str, Figure]]]:
     """rlamd's iterations/s, eager learner updates/s and learn-step updates/s (a graph on
-    GPUs), with the step costs of the last two."""
+    GPUs), with the step costs of the last two; ``algo`` overrides DQNConfig fields
+    (:data:`SB3_ALGORITHM`: the like-for-like row)."""
     from rlamd.loops import learn_from_replay
 
-    loop, agent = _rlamd_setup(batch, precision, device, warm)
-    mode = agent.precision.mode
+    loop, agent = _rlamd_setup(batch, precision, device, warm, **(algo or {}))
+    mode = agent.precision.mode + ("_sb3algo" if algo else "")
 
     def iterate() -> int:
         for _ in range(iters):
@@ -89,7 +104,13 @@ def _rlamd_figures(
     def graph_step() -> None:  # agent.learn: a graph on GPUs
         loop.agent.learn(loop.buffer, batch, 0.4)
 
-    meta: dict[str, Any] = {"repeats": repeats, "device": device, "batch": batch, "precision": mode}
+    meta: dict[str, Any] = {
+        "repeats": repeats,
+        "device": device,
+        "batch": batch,
+        "precision": agent.precision.mode,
+        "algorithm": "sb3" if algo else "rlamd",
+    }
     f_it = measure(f"dqn/rlamd_{mode}/b{batch}/iterations", "it/s", iterate, **meta)
     f_up = measure(
         f"dqn/rlamd_{mode}/b{batch}/learner", "updates/s", _times(eager_step, iters), **meta
@@ -106,10 +127,8 @@ def _rlamd_figures(
         graph=graphed,
     )
     f_gr.meta.update(step_cost(graph_step, device, iters=3).to_dict())
-    costs = [
-        (f"rlamd ({mode})", "eager", f_up),
-        (f"rlamd ({mode})", "graph" if graphed else "eager, agent.learn", f_gr),
-    ]
+    who = f"rlamd ({agent.precision.mode}{', SB3 algorithm' if algo else ''})"
+    costs = [(who, "eager", f_up), (who, "graph" if graphed else "eager, agent.learn", f_gr)]
     loop.collector.close()
     return f_it, f_up, f_gr, costs
 
@@ -209,17 +228,27 @@ def run_dqn_suite(
         assert base is not None
         base.meta["ratio_to_sb3"] = base.median / f_it.median
         rows.append(_row("SB3 DQN (fp32)", batch, f_it, f_up, base))
+        # The same algorithm as SB3's: what the framework itself costs.
+        m_it, m_up, m_gr, cost = _rlamd_figures(
+            batch, "fp32", device, warm, iters, repeats, algo=SB3_ALGORITHM
+        )
+        costs += cost
+        figures += [m_it, m_up, m_gr]
+        m_it.meta["ratio_to_sb3"] = m_it.median / f_it.median
+        rows.append(_row("rlamd (fp32, SB3's algorithm)", batch, m_it, m_up, base))
     print(
-        f"\ndqn on {device}: Breakout, 1 env, one update per env step, prioritized replay "
-        f"(median of {repeats} x {iters}; ratio = it/s / rlamd {precisions[0]}'s)"
+        f"\ndqn on {device}: Breakout, 1 env, one update per env step (median of {repeats} x "
+        f"{iters}; ratio = it/s / rlamd {precisions[0]}'s). rlamd: prioritized 3-step double "
+        "dueling DQN; SB3 and rlamd 'SB3's algorithm': uniform 1-step DQN"
     )
     print_table(rows, ("framework", "batch", "iterations/s", "learner updates/s", "ratio"))
     if costs:
         _print_costs(device, costs)
     for f in figures:
         if "ratio_to_sb3" in f.meta:
+            algo = ", SB3's algorithm" if f.meta["algorithm"] == "sb3" else ""
             print(
-                f"rlamd {f.meta['precision']} at batch {f.meta['batch']}: "
+                f"rlamd {f.meta['precision']}{algo} at batch {f.meta['batch']}: "
                 f"{f.meta['ratio_to_sb3']:.2f}x SB3's iterations/s"
             )
     return figures

@@ -108,7 +108,7 @@ def sb3_atari(
     env = VecFrameStack(make_atari_env(SB3_GYM_ID, n_envs=num_envs, seed=0), n_stack=4)
     common = {"device": device, "verbose": 0, "seed": 0}
     if algo == "ppo":
-        return module.PPO(
+        model = module.PPO(
             "CnnPolicy",
             env,
             n_steps=128,
@@ -123,14 +123,20 @@ def sb3_atari(
             gae_lambda=0.95,
             **common,
         )
-    return module.DQN(
-        "CnnPolicy",
-        env,
-        buffer_size=50_000,
-        learning_starts=warm,
-        batch_size=batch,
-        train_freq=1,
-        gradient_steps=per_update,
-        target_update_interval=2_000,
-        **common,
-    )
+    else:
+        model = module.DQN(
+            "CnnPolicy",
+            env,
+            buffer_size=50_000,
+            learning_starts=warm,
+            batch_size=batch,
+            train_freq=1,
+            gradient_steps=per_update,
+            target_update_interval=2_000,
+            **common,
+        )
+    # SB3's default logger makes a folder in the temp dir per learn() call; log nowhere.
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
