@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from rlamd.graphs import GraphStep, resolve_graph_mode
-from rlamd.precision import Precision, make_optimizer
+from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
 from rlamd.replay import ReplayBatch
 
@@ -425,11 +425,7 @@ class DQN:
         re-captured on their next call."""
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self._capture:  # keep the learning rate a device tensor (capturable Adam)
-            for group in self.optimizer.param_groups:
-                if not isinstance(group["lr"], torch.Tensor):
-                    group["lr"] = torch.tensor(group["lr"], device=self.device)
+        load_optimizer_state(self.optimizer, state["optimizer"])
         self.precision.load_state_dict(state["precision"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from rlamd.graphs import GraphStep, resolve_graph_mode
-from rlamd.precision import Precision, set_lr
+from rlamd.precision import Precision, load_optimizer_state, set_lr
 
 from .networks import ActorCritic
 from .rollout import PPORows, Rollout, compute_gae
@@ -421,12 +421,8 @@ class PPO:
 
     def load_state_dict(self, state: dict) -> None:
         self.net.load_state_dict(state["net"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(self.optimizer, state["optimizer"])
         self.precision.load_state_dict(state["precision"])
-        if self._capture:  # keep the learning rate a device tensor (capturable Adam)
-            for group in self.optimizer.param_groups:
-                if not isinstance(group["lr"], torch.Tensor):
-                    group["lr"] = torch.tensor(group["lr"], device=self.device)
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
         self._static, self._mb_step = None, None  # re-captured with the restored state

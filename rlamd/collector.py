@@ -33,17 +33,31 @@ class Collector:
         self.obs = env.reset(seed=seed)
         pin = device.type == "cuda"
         self._staging = torch.empty(self.obs.shape, dtype=torch.from_numpy(self.obs[:1]).dtype)
+        # Recorded after each copy out of the pinned buffer: the next write waits for it.
+        self._copied: torch.cuda.Event | None = None
         if pin:
             self._staging = self._staging.pin_memory()
+            self._copied = torch.cuda.Event()
+        self._copy_pending = False
 
     @property
     def num_envs(self) -> int:
         return self.env.num_envs
 
     def obs_tensor(self, obs: np.ndarray | None = None) -> torch.Tensor:
-        """Current observations on the device (through pinned memory on a GPU)."""
+        """Current observations on the device (through pinned memory on a GPU).
+
+        The copy to the GPU runs asynchronously from the pinned buffer, so a later call
+        first waits for the previous copy (usually long done) before overwriting it.
+        """
+        if self._copy_pending:
+            self._copied.synchronize()
         self._staging.copy_(torch.from_numpy(self.obs if obs is None else obs))
-        return self._staging.to(self.device, non_blocking=True)
+        out = self._staging.to(self.device, non_blocking=True)
+        if self._copied is not None:
+            self._copied.record()
+            self._copy_pending = True
+        return out
 
     def step(
         self, policy: Callable[[torch.Tensor], torch.Tensor]

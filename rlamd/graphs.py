@@ -158,13 +158,23 @@ class GraphStep:
 
     def _capture_and_replay(self) -> Any:
         graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.current_stream(self.device)
+        # Pre-capture generator states: a failed capture can leave a generator marked as
+        # capturing (its epilogue never runs), which eager draws then refuse.
+        saved = [g.clone_state() for g in self.generators]
         try:
             for g in self.generators:
                 graph.register_generator_state(g)
             with torch.cuda.graph(graph, capture_error_mode="thread_local"):
                 out = self.fn()
         except Exception as exc:  # any capture failure: keep training, eagerly
-            self.disable(f"capture failed: {exc.__class__.__name__}: {exc}".splitlines()[0])
+            # torch.cuda.graph's exit fails before it restores the stream when the capture
+            # was invalidated; the first error (a sync in the step, say) is the cause.
+            torch.cuda.set_stream(stream)
+            for g, state in zip(self.generators, saved, strict=True):
+                g.graphsafe_set_state(state)
+            cause = exc.__context__ or exc
+            self.disable(f"capture failed: {type(cause).__name__}: {cause}".splitlines()[0])
             torch.cuda.synchronize(self.device)
             return self.fn()
         self._graph, self._out = graph, out

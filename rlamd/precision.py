@@ -27,6 +27,7 @@ __all__ = [
     "PRECISIONS",
     "Precision",
     "configure_tf32",
+    "load_optimizer_state",
     "make_optimizer",
     "resolve_precision",
     "set_lr",
@@ -84,6 +85,37 @@ def make_optimizer(
         return torch.optim.Adam(params, lr=lr, eps=eps, fused=device.type in ("cuda", "cpu", "mps"))
     except (RuntimeError, TypeError):  # pragma: no cover - old torch / unsupported device
         return torch.optim.Adam(params, lr=lr, eps=eps)
+
+
+_RUN_SETTINGS = ("capturable", "fused", "foreach", "differentiable")
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Load a saved optimizer ``state`` while keeping this run's own settings.
+
+    ``Optimizer.load_state_dict`` takes every saved group key but ``params``: a checkpoint
+    from a CPU or ``--graph off`` run would bring back ``capturable=False`` (a captured
+    step then fails) and a CPU learning rate that a capturable step reads once, at
+    capture, and never again. So the saved moments and learning-rate *value* are loaded,
+    and the implementation switches and the learning-rate *tensor* (the one a captured
+    graph reads) stay this run's; step counters move to where this run keeps them.
+    """
+    mine = [{k: g[k] for k in ("lr", *_RUN_SETTINGS) if k in g} for g in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, own in zip(optimizer.param_groups, mine, strict=True):
+        saved_lr = float(group["lr"])
+        group.update({k: own[k] for k in _RUN_SETTINGS if k in own})
+        if isinstance(own.get("lr"), torch.Tensor):
+            own["lr"].fill_(saved_lr)
+            group["lr"] = own["lr"]
+        else:
+            group["lr"] = saved_lr
+        on_device = bool(group.get("capturable") or group.get("fused"))
+        for p in group["params"]:
+            step = optimizer.state.get(p, {}).get("step")
+            if isinstance(step, torch.Tensor):
+                where = p.device if on_device else torch.device("cpu")
+                optimizer.state[p]["step"] = step.to(where, torch.float32)
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -49,15 +49,24 @@ def test_failed_capture_falls_back_to_eager_and_logs_once(monkeypatch):
             pass
 
     def broken_graph(*a, **k):
-        raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+        # As torch.cuda.graph's exit does: capture_end fails while the step's error is
+        # handled, and the stream switch is left undone.
+        try:
+            raise RuntimeError("operation not permitted when stream is capturing\nmore detail")
+        except RuntimeError:
+            raise RuntimeError("operation failed due to a previous error during capture")  # noqa: B904 (torch chains implicitly)
 
+    streams: list[str] = []
     monkeypatch.setattr(torch.cuda, "CUDAGraph", Broken)
     monkeypatch.setattr(torch.cuda, "graph", broken_graph)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda *a: "the caller's stream")
+    monkeypatch.setattr(torch.cuda, "set_stream", streams.append)
     assert [step() for _ in range(6)] == [1, 2, 3, 4, 5, 6]  # warm-up, failed capture, eager
     assert len(lines) == 1
     assert "capture failed: RuntimeError: operation not permitted" in lines[0]
     assert "more detail" not in lines[0] and "eagerly" in lines[0]
+    assert streams == ["the caller's stream"]  # restored once, after the failed capture
     assert not step.captured and not step.capture
 
 
@@ -105,9 +114,42 @@ def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
     return out
 
 
+@pytest.fixture(autouse=True)
+def _deterministic_cudnn(monkeypatch):
+    """Graph and eager agents must pick the same, deterministic convolution kernels."""
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", True)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+
+
 @gpu
 @needs_gpu
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_capture_that_fails_falls_back_with_the_stream_and_generator_usable():
+    """A host sync inside the step invalidates the capture; the eager fallback must run on
+    the caller's stream with a generator that still draws (torch.cuda.graph's exit leaves
+    both behind when capture_end fails)."""
+    dev = torch.device("cuda", 0)
+    g = torch.Generator(device=dev).manual_seed(3)
+    ref = torch.Generator(device=dev).manual_seed(3)
+    lines: list[str] = []
+
+    def step():
+        x = torch.rand(4, generator=g, device=dev)
+        return x * float(x.sum().item() > -1)  # .item(): not capturable
+
+    graphed = GraphStep(step, dev, mode="on", warmup=1, generators=[g], log=lines.append)
+    stream = torch.cuda.current_stream(dev)
+    outs = [graphed().clone() for _ in range(4)]
+    assert not graphed.captured and len(lines) == 1 and "capture failed" in lines[0]
+    assert torch.cuda.current_stream(dev) == stream
+    expected = [torch.rand(4, generator=ref, device=dev) for _ in range(4)]
+    # The failed capture's draw is rolled back: the fallback draws what eager would have.
+    for a, b in zip(outs, expected, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+@gpu
+@needs_gpu
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 @pytest.mark.parametrize("prioritized", [True, False])
 def test_dqn_graph_and_eager_learn_give_the_same_parameters(precision, prioritized):
     (ga, gbuf), (ea, ebuf) = _dqn_pair(precision, prioritized)
@@ -195,10 +237,21 @@ def test_ppo_graph_and_eager_minibatch_updates_agree():
     assert graphed._mb_step.captured and graphed.updates == eager.updates == 32
     for a, b in zip(graphed.params, eager.params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    for _ in range(5):  # the acting graphs' warm-up and capture (sampled and greedy)
+        graphed.act(ro.obs[0])
+        graphed.act(ro.obs[1], greedy=True)
+    assert len(graphed._act_steps) == 2
+    assert all(step.captured for _, step in graphed._act_steps.values())
+    a_g, logp_g, v_g = (t.clone() for t in graphed.act(ro.obs[1], greedy=True))
+    a_e, logp_e, v_e = eager.act(ro.obs[1], greedy=True)
+    assert torch.equal(a_g, a_e)
+    torch.testing.assert_close(logp_g, logp_e, rtol=1e-4, atol=1e-5)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
         graphed.update(ro, torch.zeros(8, device=dev))
-        graphed.act(ro.obs[0])
+        for _ in range(3):
+            graphed.act(ro.obs[0])
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    torch.testing.assert_close(v_g, v_e, rtol=1e-4, atol=1e-5)

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlamd.precision import Precision, make_optimizer, resolve_precision
+from rlamd.precision import Precision, load_optimizer_state, make_optimizer, resolve_precision
 
 
 def _model():
@@ -90,3 +90,23 @@ def test_resolve_precision():
         resolve_precision("fp8", cpu, True)
     with pytest.raises(ValueError, match="not supported on the CPU"):
         resolve_precision("fp16", cpu, True)
+
+
+def test_loading_optimizer_state_keeps_this_runs_settings_and_lr_tensor():
+    """Optimizer.load_state_dict restores saved switches (capturable, fused) and swaps in
+    the saved lr object: a captured step would then read a stale or CPU learning rate."""
+    w = nn.Parameter(torch.ones(3))
+    w.grad = torch.ones(3)
+    saved = torch.optim.Adam([w], lr=0.005, foreach=False)  # another run's switches
+    saved.step()
+    lr = torch.tensor(0.01)
+    run = torch.optim.Adam([w], lr=lr, fused=True)  # this run: lr a tensor graphs read
+    load_optimizer_state(run, saved.state_dict())
+    group = run.param_groups[0]
+    assert group["lr"] is lr and lr.item() == pytest.approx(0.005)
+    assert group["fused"] is True and group["foreach"] is None
+    step = run.state[w]["step"]
+    assert step.dtype == torch.float32 and step.item() == 1.0
+    torch.testing.assert_close(run.state[w]["exp_avg"], saved.state[w]["exp_avg"])
+    run.step()  # the fused step accepts the loaded state
+    assert run.state[w]["step"].item() == 2.0

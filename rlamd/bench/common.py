@@ -146,19 +146,33 @@ class StepCost:
 
     launches: float
     """Host submissions per call (kernel launches, graph launches, copies; GPUs)."""
-    kernels: float
-    """Kernels (GPU) or leaf ATen ops (CPU) executed per call."""
+    kernels: float | None
+    """Kernels (GPU; copies and fills not counted) or leaf ATen ops (CPU) per call; None
+    when the profiler recorded no GPU activity at all (a profiler that stopped seeing
+    the GPU, not a step without kernels)."""
     host_us: float
     """Host time to issue one call, without waiting for the GPU."""
     device_us: float | None
-    """Summed GPU kernel time per call (None on the CPU)."""
+    """Summed GPU kernel time per call (None on the CPU, or with ``kernels`` None)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def cells(self) -> tuple[str, str, str, str]:
+        """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
 
-def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 5) -> StepCost:
-    """Profile ``iters`` calls of ``fn`` (already warmed up) with ``torch.profiler``."""
+        def cell(x: float | None) -> str:
+            return "-" if x is None else f"{x:,.0f}"
+
+        return cell(self.kernels), cell(self.launches), cell(self.host_us), cell(self.device_us)
+
+
+def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10) -> StepCost:
+    """Profile ``iters`` calls of ``fn`` (already warmed up) with ``torch.profiler``.
+
+    One more call runs first inside the profiler, unrecorded (its warm-up step): some
+    profiler versions drop the kernels at the start of a session.
+    """
     from torch.autograd import DeviceType
 
     device = torch.device(device)
@@ -172,18 +186,26 @@ def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 5)
     activities = [torch.profiler.ProfilerActivity.CPU]
     if gpu:
         activities.append(torch.profiler.ProfilerActivity.CUDA)
-    with torch.profiler.profile(activities=activities) as prof:
+    plan = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
+    with torch.profiler.profile(activities=activities, schedule=plan) as prof:
+        fn()
+        sync(device)
+        prof.step()
         for _ in range(iters):
             fn()
         sync(device)
+        prof.step()
     events = prof.events()
     if gpu:
-        kernels = [e for e in events if e.device_type == DeviceType.CUDA]
+        on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
+        kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
         launches = [
             e
             for e in events
             if e.device_type == DeviceType.CPU and any(k in e.name for k in _LAUNCH_CALLS)
         ]
+        if not on_gpu:
+            return StepCost(len(launches) / iters, None, host_us, None)
         device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters
         return StepCost(len(launches) / iters, len(kernels) / iters, host_us, device_us)
     leaves = [

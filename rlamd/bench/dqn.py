@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .common import Figure, measure, print_table, step_cost
+from .common import Figure, StepCost, measure, print_table, step_cost
 from .peers import PeerUnavailable, sb3_atari
 
 __all__ = ["run_dqn_suite"]
@@ -115,7 +115,7 @@ def _rlamd_figures(
     f_up = measure(
         f"dqn/rlamd_{mode}/b{batch}/learner", "updates/s", _times(eager_step, iters), **meta
     )
-    f_up.meta.update(step_cost(eager_step, device, iters=3).to_dict())
+    f_up.meta.update(step_cost(eager_step, device).to_dict())
     for _ in range(5):  # past the graph's warm-up and capture
         graph_step()
     graphed = agent._learn_step is not None and agent._learn_step.captured
@@ -126,7 +126,7 @@ def _rlamd_figures(
         **meta,
         graph=graphed,
     )
-    f_gr.meta.update(step_cost(graph_step, device, iters=3).to_dict())
+    f_gr.meta.update(step_cost(graph_step, device).to_dict())
     who = f"rlamd ({agent.precision.mode}{', SB3 algorithm' if algo else ''})"
     costs = [(who, "eager", f_up), (who, "graph" if graphed else "eager, agent.learn", f_gr)]
     loop.collector.close()
@@ -152,7 +152,7 @@ def _sb3_figures(
     f_it = measure(f"dqn/sb3_fp32/b{batch}/iterations", "it/s", sb3_iterate, **meta)
     f_up = measure(f"dqn/sb3_fp32/b{batch}/learner", "updates/s", sb3_learn, **meta)
     f_up.meta.update(
-        step_cost(lambda: model.train(gradient_steps=1, batch_size=batch), device, 3).to_dict()
+        step_cost(lambda: model.train(gradient_steps=1, batch_size=batch), device).to_dict()
     )
     model.env.close()
     return f_it, f_up
@@ -168,6 +168,11 @@ def _row(who: str, batch: int, f_it: Figure, f_up: Figure, base: Figure) -> tupl
     )
 
 
+def _cost_cells(f: Figure) -> tuple[str, ...]:
+    keys = ("kernels", "launches", "host_us", "device_us")
+    return StepCost(**{k: f.meta.get(k) for k in keys}).cells()
+
+
 def _print_costs(device: torch.device, costs: list[tuple[str, str, Figure]]) -> None:
     """The per-learn-step cost table (kernels or ops, launches, host and device µs)."""
     unit = "kernels" if device.type == "cuda" else "ops"
@@ -177,16 +182,7 @@ def _print_costs(device: torch.device, costs: list[tuple[str, str, Figure]]) -> 
     )
     print_table(
         [
-            (
-                who,
-                how,
-                str(f.meta["batch"]),
-                f"{f.median:.1f}",
-                f"{f.meta.get('kernels', 0):,.0f}",
-                f"{f.meta.get('launches', 0):,.0f}",
-                f"{f.meta.get('host_us', 0):,.0f}",
-                "-" if f.meta.get("device_us") is None else f"{f.meta['device_us']:,.0f}",
-            )
+            (who, how, str(f.meta["batch"]), f"{f.median:.1f}", *_cost_cells(f))
             for who, how, f in costs
         ],
         ("framework", "mode", "batch", "updates/s", unit, "launches", "host µs", "device µs"),

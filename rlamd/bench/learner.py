@@ -103,21 +103,9 @@ class _LearnerBench:
     def _cost_row(
         self, label: str, precision: str, batch: int, graph: str, fn, fig: Figure
     ) -> None:
-        c = step_cost(fn, self.device, iters=3)
+        c = step_cost(fn, self.device)
         fig.meta.update(c.to_dict())
-        dev_us = "-" if c.device_us is None else f"{c.device_us:,.0f}"
-        self.costs.append(
-            (
-                label,
-                precision,
-                str(batch),
-                graph,
-                f"{c.kernels:,.0f}",
-                f"{c.launches:,.0f}",
-                f"{c.host_us:,.0f}",
-                dev_us,
-            )
-        )
+        self.costs.append((label, precision, str(batch), graph, *c.cells()))
 
     def dqn_update(self, precision: str, batch: int) -> None:
         """DQN updates/s on one synthetic batch already on the device (``agent.update``)."""
