@@ -14,6 +14,9 @@ backends build identical trees and draw identical indices from the same uniforms
 A write of more than :data:`MAX_FUSED` indices (a checkpoint load, a bulk fill) uses the
 torch leaf write plus one launch per level that rebuilds the whole level.
 
+Every launch is compiled without floating-point contraction (no fused multiply-adds), so
+the GPU rounds as the torch reference and numba do.
+
 Every launch reads its per-step scalars (beta, the running maximum priority) from device
 tensors: no host synchronisation, fixed shapes, so sampling and updating can be captured
 in a CUDA/HIP graph. On CPU tensors the same kernels run in Triton's interpreter
@@ -298,6 +301,7 @@ def sample(
         DEPTH=sum_tree.depth,
         WEIGHTS=beta is not None,
         BLOCK=block,
+        enable_fp_fusion=False,
     )
     return idx, weights
 
@@ -346,6 +350,7 @@ def write(
         SUM_IS_MIN=sum_tree.op == "min",
         BLOCK=_block(n),
         num_warps=8,
+        enable_fp_fusion=False,
     )
 
 
@@ -363,4 +368,5 @@ def rebuild(tree) -> None:
             K=tree.arity,
             IS_MIN=tree.op == "min",
             BLOCK=block,
+            enable_fp_fusion=False,
         )

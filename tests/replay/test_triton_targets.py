@@ -56,7 +56,7 @@ def _signature(jitted, args, kwargs) -> tuple[dict, dict, dict]:
             sig[name] = "*" + _TYPES[value.dtype]
         else:
             sig[name] = "i64" if abs(int(value)) >= 2**31 else "i32"
-    options = {k: kwargs[k] for k in ("num_warps",) if k in kwargs}
+    options = {k: kwargs[k] for k in ("num_warps", "enable_fp_fusion") if k in kwargs}
     for name in names[len(args) :]:
         sig[name] = "constexpr"
         consts[name] = kwargs[name]
@@ -107,6 +107,8 @@ def test_the_recorded_launches_cover_every_kernel_and_write_mode():
     modes = {c["MODE"] for j, _, c, _ in launches if "MODE" in c}
     assert modes == {triton_trees.SET, triton_trees.PRIORITY, triton_trees.ACTIVATE}
     assert {c["WEIGHTS"] for j, _, c, _ in launches if "WEIGHTS" in c} == {True, False}
+    # No fused multiply-adds: the GPU must round as the torch reference does.
+    assert all(o.get("enable_fp_fusion") is False for *_, o in launches)
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
