@@ -1,0 +1,109 @@
+"""The steps a GPU captures read nothing back to the host, checked on the CPU.
+
+On a GPU, ``torch.cuda.set_sync_debug_mode("error")`` catches a host synchronisation (the
+``gpu`` tests use it). CI has no GPU and on the CPU nothing syncs, so here every way a
+tensor's value reaches Python (``.item()``, ``bool()``, ``int()``, ``.tolist()``,
+``.numpy()``, ``.cpu()``, ``nonzero``) raises while a step runs. The replay trees use the
+plain torch backend: the GPUs' fallback where Triton cannot run, and the same calls the
+Triton backend wraps. Priorities are not validated, as on a GPU.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+
+CPU = torch.device("cpu")
+_READS = ("item", "__bool__", "__int__", "__float__", "__index__", "tolist", "numpy", "cpu")
+_READS += ("nonzero",)
+
+
+@contextmanager
+def _no_host_reads(monkeypatch):
+    def refuse(name):
+        def read(*args, **kwargs):
+            raise AssertionError(f"host read of a tensor inside a captured step: {name}")
+
+        return read
+
+    with monkeypatch.context() as m:
+        for name in _READS:
+            m.setattr(torch.Tensor, name, refuse(f"Tensor.{name}"))
+        m.setattr(torch, "nonzero", refuse("torch.nonzero"))
+        yield
+
+
+def _replay(prioritized: bool):
+    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
+
+    kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    extra = {"alpha": 0.5, "validate": False} if prioritized else {}
+    buf = kind(
+        1024,
+        4,
+        (4, 84, 84),
+        torch.uint8,
+        frame_stack=4,
+        num_actions=4,
+        n_step=3,
+        backend="torch",
+        **extra,
+    )
+    rng = np.random.default_rng(0)
+    z = np.zeros(4, dtype=bool)
+    for t in range(48):
+        obs = rng.integers(0, 255, (4, 4, 84, 84), dtype=np.uint8)
+        done = (np.arange(4) + t) % 13 == 0
+        buf.add(obs, rng.integers(0, 4, 4), rng.normal(size=4).astype(np.float32), z, done, obs)
+    return buf
+
+
+def test_the_check_catches_a_host_read(monkeypatch):
+    x = torch.ones(3)
+    with _no_host_reads(monkeypatch), pytest.raises(AssertionError, match="Tensor.item"):
+        x.sum().item()
+    with _no_host_reads(monkeypatch), pytest.raises(AssertionError, match="__bool__"):
+        bool(x.all())
+    assert x.sum().item() == 3.0  # restored afterwards
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("prioritized", [True, False])
+def test_dqn_learn_step_and_acting_read_nothing_back(monkeypatch, precision, prioritized):
+    from rlamd.agents.dqn import DQN, DQNConfig
+    from rlamd.precision import Precision
+
+    buf = _replay(prioritized)
+    agent = DQN(DQNConfig(batch_size=32), (4, 84, 84), 4, CPU, Precision(precision, CPU))
+    agent.learn(buf, 32, 0.5)  # lazy state (optimizer moments) outside the check
+    obs = torch.randint(0, 255, (4, 4, 84, 84), dtype=torch.uint8)
+    before = [p.clone() for p in agent.q.parameters()]
+    with _no_host_reads(monkeypatch):
+        # What a GPU captures: beta and epsilon as the device tensors the graphs read.
+        agent._learn_body(buf, 32, prioritized)
+        agent._act_body(obs, agent._epsilon)
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.q.parameters(), strict=True))
+
+
+def test_ppo_minibatch_step_and_acting_read_nothing_back(monkeypatch):
+    from rlamd.agents.ppo import PPO, PPOConfig, Rollout
+    from rlamd.precision import Precision
+
+    agent = PPO(
+        PPOConfig(num_steps=16, num_minibatches=4), (4, 84, 84), 4, CPU, Precision("fp32", CPU)
+    )
+    ro = Rollout(16, 4, (4, 84, 84), torch.uint8, CPU)
+    g = torch.Generator().manual_seed(0)
+    ro.obs.random_(0, 255, generator=g)
+    ro.rewards.normal_(generator=g)
+    ro.actions.random_(0, 4, generator=g)
+    agent.update(ro, torch.zeros(4))  # builds the static rows and the minibatch step
+    agent._static.counter.zero_()  # the first minibatch of an epoch again
+    before = [p.clone() for p in agent.params]
+    with _no_host_reads(monkeypatch):
+        agent._minibatch_step()
+        agent._act_body(ro.obs[0], False)
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.params, strict=True))
