@@ -120,8 +120,9 @@ class DQNConfig:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
         if self.tau == 0.0:
             raise ValueError("tau=0.0 would never update the target; accepted: (0, 1]")
-        if self.lr <= 0 or self.adam_eps <= 0 or self.priority_eps <= 0:
-            raise ValueError("lr, adam_eps and priority_eps must be > 0")
+        for name in ("lr", "adam_eps", "priority_eps"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
         if self.learning_starts < 0:
             raise ValueError(f"learning_starts={self.learning_starts}; accepted: an integer >= 0")
 

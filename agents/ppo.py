@@ -78,8 +78,9 @@ class PPOConfig:
         for name in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
-        if self.lr <= 0 or self.clip_coef <= 0:
-            raise ValueError("lr and clip_coef must be > 0")
+        for name in ("lr", "clip_coef"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
         if self.target_kl is not None and self.target_kl <= 0:
             raise ValueError(f"target_kl={self.target_kl}; accepted: a number > 0 or none")
 

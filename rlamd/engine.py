@@ -177,7 +177,7 @@ class LocalEngine:
         memory = self.loop.memory_bytes()
         held = f"; the replay holds {_size(memory)} of host memory" if memory else ""
         hint = (
-            "For a first result on a CPU: --algo ppo, or cartpole (learns in about a minute)."
+            "For a first result on a CPU: cartpole --algo ppo (learns in under a minute)."
             if train.family == "atari"
             else ""
         )

@@ -47,11 +47,14 @@ def learn_from_replay(
 ) -> None:
     """Sample ``batch_size`` transitions, update ``agent`` and, for a prioritized replay,
     write back the new priorities (the single-process loop and the Ray learners)."""
-    if isinstance(buffer, PrioritizedReplayBuffer):
-        batch = buffer.sample(batch_size, beta=beta)
-        buffer.update_priorities(batch.indices, agent.update(batch))
-    else:
-        agent.update(buffer.sample(batch_size))
+    prioritized = isinstance(buffer, PrioritizedReplayBuffer)
+    with span("sample"):
+        batch = buffer.sample(batch_size, beta=beta) if prioritized else buffer.sample(batch_size)
+    with span("update"):
+        td_abs = agent.update(batch)
+    if prioritized:
+        with span("priorities"):
+            buffer.update_priorities(batch.indices, td_abs)
 
 
 class OffPolicyLoop:
@@ -116,7 +119,7 @@ class OffPolicyLoop:
         # graph; on the CPU the plain path skips the graph-ready target blend.
         graph_ready = self.buffer.device.type == "cuda"
         while self._credit >= 1.0:
-            with span("update"):
+            with span("learn"):
                 if graph_ready:
                     self.agent.learn(self.buffer, cfg.batch_size, beta)
                 else:

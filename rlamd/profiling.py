@@ -1,7 +1,7 @@
 """Profiling: named ranges for the training loop and a ``torch.profiler`` trace of N steps.
 
-Ranges (``act``, ``env``, ``add``, ``sample``, ``update``, ``priorities``, see
-:data:`RANGES`) come from :func:`span`. While a :class:`Profile` records they appear in
+Ranges (``act``, ``env``, ``add``, ``learn`` holding ``sample``, ``update`` and
+``priorities``, see :data:`RANGES`) come from :func:`span`. While a :class:`Profile` records they appear in
 its trace (``torch.profiler.record_function``); on a GPU they are also NVTX ranges
 (``torch.cuda.nvtx``), which Nsight Systems shows and which ROCm's profilers show as
 roctx ranges (PyTorch's ROCm build routes NVTX calls to roctx). When nothing records,
@@ -24,7 +24,7 @@ import torch
 
 __all__ = ["RANGES", "Profile", "span"]
 
-RANGES = ("act", "env", "add", "sample", "update", "priorities")
+RANGES = ("act", "env", "add", "learn", "sample", "update", "priorities")
 """The range names the training loop marks."""
 
 

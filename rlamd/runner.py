@@ -7,6 +7,7 @@ events and the engine's ``device.json`` or ``cluster.txt``.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import signal
@@ -135,6 +136,11 @@ def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None =
 
 def _make_engine(cfg: RunConfig, start_step: int, agent_state: dict | None, log) -> Engine:
     if cfg.ray.enabled:
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError(
+                "--ray needs Ray, which this Python does not have; install it with "
+                "`bash scripts/setup.sh --ray` (or `pip install 'rlamd[ray]'` beside your torch)"
+            )
         # On AMD nodes `import ray` itself refuses some GPU visibility settings: say why first.
         amd = torch.version.hip is not None or os.path.exists("/dev/kfd")
         problem = ray_visibility_problem(os.environ, amd=amd)
@@ -190,6 +196,8 @@ class _Run:
             f"rlamd: {cfg.train.algo} on {cfg.train.env}, {cfg.train.steps:,} steps"
             f"{resuming} -> {self.run_dir}"
         )
+        if logger.writer is not None:
+            logger.message(f"rlamd: watch it with: tensorboard --logdir {self.run_dir.parent}")
         logger.scores.extend(self.state.get("scores", []))
 
     def checkpoint(self) -> None:
@@ -283,7 +291,13 @@ class _Run:
             self._introduce()
             return self._train(stop, prof)
         finally:
-            prof.stop()
+            if prof.stop() is None and prof.steps:
+                self.logger.message(
+                    f"rlamd: --profile {prof.steps} wrote no trace: the run ended at step "
+                    f"{self.step:,}, before {PROFILE_SKIP} iterations with updates had passed "
+                    "(DQN learns once the replay holds dqn.learning_starts transitions: lower "
+                    "it, or raise --steps)"
+                )
             stop.restore()
             self.logger.close()
             self.engine.close()

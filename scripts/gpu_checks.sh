@@ -42,7 +42,7 @@ agent = DQN(DQNConfig(batch_size=128), (4, 84, 84), 4, dev, Precision("bf16", de
 with Profile(f"{sys.argv[1]}/profile", steps=20, device=dev, skip=5) as prof:
     for _ in range(30):
         prof.step()
-        with span("update"):
+        with span("learn"):
             agent.learn(buf, 128, 0.5)
 print(agent.graph_status)
 PY

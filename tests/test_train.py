@@ -348,5 +348,29 @@ def test_profile_flag_writes_a_trace_with_named_ranges(tmp_path):
     ]
     assert main(args) == 0
     trace = (tmp_path / "p" / "profile" / "rlamd.pt.trace.json").read_text()
-    for name in ("act", "env", "add", "update"):
+    for name in ("act", "env", "add", "learn", "sample", "update", "priorities"):
         assert f'"name": "{name}"' in trace, name
+
+
+def test_profile_that_never_starts_says_why(tmp_path, capsys):
+    """`--profile` on a run that ends before learning starts used to write nothing, silently."""
+    args = ["cartpole", "--steps", "300", "--logdir", str(tmp_path), "--run-name", "q"]
+    args += ["--eval-every", "0", "--no-tensorboard", "--profile", "3"]
+    assert main(args) == 0
+    assert not (tmp_path / "q" / "profile").exists()
+    out = capsys.readouterr()
+    assert "--profile 3 wrote no trace: the run ended at step 300" in out.out + out.err
+
+
+def test_ray_without_ray_installed_says_how_to_get_it(tmp_path, capsys, monkeypatch):
+    """`--ray` in a Python without Ray used to end in a ModuleNotFoundError traceback."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a)
+    )
+    assert main(["cartpole", "--ray", "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "--ray needs Ray" in err and "setup.sh --ray" in err
+    assert not any(tmp_path.iterdir())  # no run folder for a run that cannot start

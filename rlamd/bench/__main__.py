@@ -124,7 +124,8 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="fewer steps and repeats (under two minutes on a 2-core CPU)",
+        help="fewer steps and repeats (each suite under two minutes on a 2-core CPU; "
+        "contention about five)",
     )
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument(
