@@ -161,7 +161,7 @@ class GraphStep:
         stream = torch.cuda.current_stream(self.device)
         # Pre-capture generator states: a failed capture can leave a generator marked as
         # capturing (its epilogue never runs), which eager draws then refuse.
-        saved = [g.clone_state() for g in self.generators]
+        saved = [g.clone_state() if hasattr(g, "clone_state") else None for g in self.generators]
         try:
             for g in self.generators:
                 graph.register_generator_state(g)
@@ -172,7 +172,8 @@ class GraphStep:
             # was invalidated; the first error (a sync in the step, say) is the cause.
             torch.cuda.set_stream(stream)
             for g, state in zip(self.generators, saved, strict=True):
-                g.graphsafe_set_state(state)
+                if state is not None:
+                    g.graphsafe_set_state(state)
             cause = exc.__context__ or exc
             self.disable(f"capture failed: {type(cause).__name__}: {cause}".splitlines()[0])
             torch.cuda.synchronize(self.device)
