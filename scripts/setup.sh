@@ -86,6 +86,13 @@ esac
 spec="."
 if [ ${#extras[@]} -gt 0 ]; then spec=".[$(IFS=,; echo "${extras[*]}")]"; fi
 echo "setup: installing rlamd ($spec) into $("$py" -c 'import sys; print(sys.prefix)')"
+if [[ " ${extras[*]:-} " == *" ray "* ]]; then
+  # Ray first, on its own: it resolves at once. Given rlamd and Ray together, pip (23 to
+  # 26) downloads every older Ray (gigabytes, minutes) before it settles on the newest.
+  # The extra's requirements, read from pyproject.toml (no tomllib before Python 3.11).
+  mapfile -t ray_reqs < <("$py" -c 'import ast, re; t = open("pyproject.toml").read(); [print(r) for r in ast.literal_eval(re.search(r"^ray = (\[.*\])$", t, re.M).group(1))]')
+  pip install "${ray_reqs[@]}"
+fi
 pip install -e "$spec"
 if [ "$flavour" = cpu ] && [[ " ${extras[*]:-} " == *" dev "* ]] && [ "$(uname -sm)" = "Linux x86_64" ]; then
   # The replay's Triton kernels are tested on the CPU under TRITON_INTERPRET=1. GPU builds
