@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
@@ -83,8 +82,8 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CU
 def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
     """Two identical DQN agents and buffers on the GPU, one graphed, one eager."""
     from rlamd.agents.dqn import DQN, DQNConfig
+    from rlamd.bench.learner import filled_replay
     from rlamd.precision import Precision
-    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     dev = torch.device("cuda", 0)
     out = []
@@ -92,24 +91,7 @@ def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
         torch.manual_seed(0)
         cfg = DQNConfig(batch_size=64, target_update_interval=interval)
         agent = DQN(cfg, (4, 84, 84), 4, dev, Precision(precision, dev), seed=0, graph=mode)
-        kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-        buf = kind(
-            2048,
-            8,
-            (4, 84, 84),
-            torch.uint8,
-            frame_stack=4,
-            num_actions=4,
-            n_step=3,
-            device=dev,
-            seed=0,
-        )
-        rng = np.random.default_rng(0)
-        z = np.zeros(8, dtype=bool)
-        for t in range(60):
-            obs = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
-            done = (np.arange(8) + t) % 17 == 0
-            buf.add(obs, rng.integers(0, 4, 8), rng.normal(size=8).astype(np.float32), z, done, obs)
+        buf = filled_replay(dev, 2048, prioritized=prioritized, steps=60)
         out.append((agent, buf))
     return out
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import numpy as np
 import pytest
 import torch
 
@@ -37,28 +36,10 @@ def _no_host_reads(monkeypatch):
 
 
 def _replay(prioritized: bool):
-    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
+    from rlamd.bench.learner import filled_replay
 
-    kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    extra = {"alpha": 0.5, "validate": False} if prioritized else {}
-    buf = kind(
-        1024,
-        4,
-        (4, 84, 84),
-        torch.uint8,
-        frame_stack=4,
-        num_actions=4,
-        n_step=3,
-        backend="torch",
-        **extra,
-    )
-    rng = np.random.default_rng(0)
-    z = np.zeros(4, dtype=bool)
-    for t in range(48):
-        obs = rng.integers(0, 255, (4, 4, 84, 84), dtype=np.uint8)
-        done = (np.arange(4) + t) % 13 == 0
-        buf.add(obs, rng.integers(0, 4, 4), rng.normal(size=4).astype(np.float32), z, done, obs)
-    return buf
+    extra = {"validate": False} if prioritized else {}
+    return filled_replay(CPU, 1024, prioritized=prioritized, steps=48, backend="torch", **extra)
 
 
 def test_the_check_catches_a_host_read(monkeypatch):

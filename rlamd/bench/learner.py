@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,11 +35,24 @@ def _graph_modes(device: torch.device) -> list[str]:
     return ["off", "on"] if device.type == "cuda" else ["off"]
 
 
-def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0):
-    """A prioritized Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) with 4K records."""
-    from rlamd.replay import PrioritizedReplayBuffer
+def filled_replay(
+    device: torch.device,
+    capacity: int = 8 * 1024,
+    seed: int = 0,
+    *,
+    prioritized: bool = True,
+    steps: int = 512,
+    **options: Any,
+):
+    """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps
+    (4K records by default), prioritized (alpha 0.5) or uniform; ``options`` go to the
+    buffer (``backend``, ``validate``, ...)."""
+    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
-    buf = PrioritizedReplayBuffer(
+    if prioritized:
+        options = {"alpha": 0.5, **options}
+    kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
+    buf = kind(
         capacity,
         8,
         (4, 84, 84),
@@ -46,14 +60,14 @@ def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0)
         frame_stack=4,
         num_actions=4,
         n_step=3,
-        alpha=0.5,
         device=device,
         seed=seed,
+        **options,
     )
     rng = np.random.default_rng(seed)
     z = np.zeros(8, dtype=bool)
     frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
-    for t in range(512):
+    for t in range(steps):
         done = (np.arange(8) + t) % 97 == 0
         obs = frames[t % 16]
         buf.add(obs, rng.integers(0, 4, 8), rng.normal(size=8).astype(np.float32), z, done, obs)
