@@ -55,6 +55,9 @@ class TrainConfig:
     """Episodes per evaluation."""
     checkpoint_every: int = 100_000
     """Env steps between checkpoints (one is also written on SIGINT/SIGTERM and at the end)."""
+    checkpoint_minutes: float = 10.0
+    """Also checkpoint after this many minutes without one, so a killed slow run loses
+    little (0: by steps only)."""
     log_every: int = 10_000
     """Env steps between progress lines and TensorBoard points."""
     compile: bool = False
@@ -82,6 +85,10 @@ class TrainConfig:
         for name in ("steps", "num_envs", "eval_episodes", "checkpoint_every", "log_every"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: an integer >= 1")
+        if self.checkpoint_minutes < 0:
+            raise ValueError(
+                f"checkpoint_minutes={self.checkpoint_minutes}; accepted: 0 (by steps only) or more"
+            )
         if self.eval_every < 0:
             raise ValueError(f"eval_every={self.eval_every}; accepted: 0 (never) or more")
         if self.profile < 0:

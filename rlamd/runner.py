@@ -162,6 +162,7 @@ class _Run:
         # before a run folder exists. Its messages wait for the logger.
         early: list[str] = []
         self._sink: Callable[[str], None] = early.append
+        self._saved_at = time.monotonic()  # when the last checkpoint was written
         self.engine = _make_engine(cfg, self.step, self.state.get("agent"), self.log)
         self.device = self.engine.device
         try:
@@ -201,6 +202,7 @@ class _Run:
         logger.scores.extend(self.state.get("scores", []))
 
     def checkpoint(self) -> None:
+        self._saved_at = time.monotonic()
         save_checkpoint(
             self.run_dir / FILENAME,
             {
@@ -233,7 +235,8 @@ class _Run:
             self.logger.log(step, self.engine.updates, self.engine.metrics())
         if "eval" in due and step >= due["eval"]:
             self._evaluate()
-        if step >= due["ckpt"]:
+        minutes = train.checkpoint_minutes
+        if step >= due["ckpt"] or (minutes and time.monotonic() - self._saved_at >= minutes * 60):
             self.checkpoint()
         return {k: (step // every[k] + 1) * every[k] if step >= d else d for k, d in due.items()}
 

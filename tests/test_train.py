@@ -374,3 +374,27 @@ def test_ray_without_ray_installed_says_how_to_get_it(tmp_path, capsys, monkeypa
     err = capsys.readouterr().err
     assert "--ray needs Ray" in err and "setup.sh --ray" in err
     assert not any(tmp_path.iterdir())  # no run folder for a run that cannot start
+
+
+@pytest.mark.parametrize(("minutes", "more_than_the_last"), [(0.002, True), (0.0, False)])
+def test_a_slow_run_also_checkpoints_by_the_clock(
+    tmp_path, monkeypatch, minutes, more_than_the_last
+):
+    """A run killed between step checkpoints lost everything since the last one: 100k
+    steps, minutes on a CPU. Now one is also written after train.checkpoint_minutes."""
+    from rlamd import runner
+
+    saved: list[int] = []
+    real = runner._Run.checkpoint
+
+    def counting(self):
+        saved.append(self.step)
+        real(self)
+
+    monkeypatch.setattr(runner._Run, "checkpoint", counting)
+    args = ["cartpole", "--steps", "3000", "--logdir", str(tmp_path), "--eval-every", "0"]
+    args += ["--no-tensorboard", "--checkpoint-every", "1000000"]
+    args += ["--set", f"train.checkpoint_minutes={minutes}"]  # 0.002 min = 0.12 s
+    assert main(args) == 0
+    assert saved[-1] == 3000
+    assert (len(saved) > 1 and saved[0] < 3000) == more_than_the_last
