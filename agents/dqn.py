@@ -21,17 +21,14 @@ metrics are accumulated there and read once per log interval (docs/ARCHITECTURE.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from rlamd.graphs import GraphStep, resolve_graph_mode
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
-from rlamd.replay import ReplayBatch
+from rlamd.replay import ReplayBatch, ReplayBuffer
 
 from .networks import QNetwork
 
@@ -141,16 +138,18 @@ class DQNConfig:
 class DQN:
     """The DQN learner and its epsilon-greedy policy (inject the device and precision).
 
-    Two ways to learn, numerically the same:
+    Its steps are plain functions of tensors, the same on every device:
 
-    * :meth:`update` takes a sampled batch (the Ray learners, tests);
-    * :meth:`learn` runs the whole learn step (sample, update, target sync, priority
-      write) as one :class:`rlamd.graphs.GraphStep`: captured into one CUDA/HIP graph on a
-      GPU, eager on the CPU. Every per-step scalar it needs (beta, the update counter
-      that decides the target sync) lives in a device tensor the step reads.
+    * :meth:`act` -- epsilon-greedy actions for a batch of observations;
+    * :meth:`learn_step` -- one whole update from a replay: sample, n-step targets,
+      forward/backward, clip/clamp/skip, optimizer step, Polyak blend (``tau < 1``) and
+      the priority write; no host synchronisation and no Python branch on a device value;
+    * :meth:`learn` -- :meth:`learn_step` plus the host bookkeeping: the update counter
+      and, every ``target_update_interval`` updates, the hard target copy.
 
-    :meth:`act` is captured the same way (one graph per observation batch shape, epsilon
-    in a device tensor, the agent's generator on the device).
+    Whoever builds the agent may make ``act`` and ``learn_step`` CUDA/HIP graphs from
+    outside (:func:`rlamd.graphs.capture_methods`); the agent calls ``self.act`` and
+    ``self.learn_step`` and never knows. The CPU runs the very same functions.
 
     Args:
         cfg: settings.
@@ -160,13 +159,9 @@ class DQN:
         precision: the clamped mixed-precision helper.
         seed: seeds the agent's own generator (exploration).
         compile: wrap the network in ``torch.compile``.
-        graph: ``auto`` (capture on GPUs, never on the CPU), ``on`` or ``off``
-            (see :func:`rlamd.graphs.resolve_graph_mode`).
-        log: where a failed capture reports why, once (default: a logging warning).
+        capturable: build the optimizer so that its step can be captured in a graph
+            (learning rate and step counters on the device; GPUs only).
     """
-
-    _MAX_ACT_GRAPHS = 4
-    """Observation batch shapes with their own acting graph (training, evaluation, ...)."""
 
     def __init__(
         self,
@@ -178,20 +173,18 @@ class DQN:
         *,
         seed: int = 0,
         compile: bool = False,
-        graph: str = "auto",
-        log: Callable[[str], None] | None = None,
+        capturable: bool = False,
     ) -> None:
         self.cfg, self.device, self.precision = cfg, device, precision
         self.num_actions = num_actions
-        self.graph_mode, self._log = graph, log
-        self._capture = resolve_graph_mode(graph, device)
         self.q = QNetwork(obs_shape, num_actions, dueling=cfg.dueling, hidden=cfg.hidden).to(device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.policy_net = self.q
         """The acting network (what Ray rollout actors copy)."""
         self.params = list(self.q.parameters())
+        self._target_params = list(self.target.parameters())
         self.optimizer = make_optimizer(
-            self.params, cfg.lr, cfg.adam_eps, device, capturable=self._capture
+            self.params, cfg.lr, cfg.adam_eps, device, capturable=capturable
         )
         self._q_fn = torch.compile(self.q) if compile else self.q
         self._target_fn = torch.compile(self.target) if compile else self.target
@@ -203,50 +196,14 @@ class DQN:
         statistics and gradients are then taken over all learners' batches."""
         # [loss, mean Q, |TD|, grad norm, updates] summed since the last read.
         self._stats = torch.zeros(5, device=device)
-        # Per-step scalars the captured steps read (changed in place, never rebound).
-        self._updates_t = torch.zeros((), dtype=torch.long, device=device)
-        self._epsilon = torch.ones((), device=device)
-        self._epsilon_value: float | None = None
-        self._beta = torch.full((), cfg.beta_start, device=device)
-        self._beta_value = cfg.beta_start
-        self._learn_step: GraphStep | None = None
-        self._learn_key: tuple[int, int] | None = None
-        self._act_steps: dict[tuple, tuple[torch.Tensor, GraphStep]] = {}
 
     # ------------------------------------------------------------------ acting
+    @torch.no_grad()
     def act(self, obs: torch.Tensor, epsilon: float | torch.Tensor) -> torch.Tensor:
         """Epsilon-greedy actions for a batch of observations, on the device.
 
-        With graphs on, the result is a buffer the next call with the same batch shape
-        overwrites: use it (or copy it) before acting again.
+        ``epsilon``: a number, a 0-d tensor, or one per row (Ape-X's workers).
         """
-        if not self._capture or isinstance(epsilon, torch.Tensor):
-            return self._act_body(obs, epsilon)
-        key = (tuple(obs.shape), obs.dtype)
-        entry = self._act_steps.get(key)
-        if entry is None:
-            if len(self._act_steps) >= self._MAX_ACT_GRAPHS:
-                return self._act_body(obs, epsilon)
-            static = torch.empty_like(obs)
-            step = GraphStep(
-                lambda: self._act_body(static, self._epsilon),
-                self.device,
-                mode=self.graph_mode,
-                name=f"dqn act {tuple(obs.shape)}",
-                generators=[self.generator],
-                log=self._log,
-            )
-            entry = self._act_steps[key] = (static, step)
-        static, step = entry
-        static.copy_(obs)
-        if epsilon != self._epsilon_value:  # one small launch only when it changes
-            self._epsilon.fill_(epsilon)
-            self._epsilon_value = epsilon
-        return step()
-
-    @torch.no_grad()
-    def _act_body(self, obs: torch.Tensor, epsilon: float | torch.Tensor) -> torch.Tensor:
-        """Epsilon-greedy on a batch; ``epsilon`` a float or a 0-d device tensor."""
         with self.precision.autocast():
             greedy = self._q_fn(obs).argmax(1)
         n = obs.shape[0]
@@ -257,73 +214,46 @@ class DQN:
         return torch.where(explore, random, greedy)
 
     # ------------------------------------------------------------------ learning
-    def update(self, batch: ReplayBatch) -> torch.Tensor:
-        """One clamped update; returns |TD error| per row (the new priorities)."""
-        td_abs = self._update_core(batch)
-        self.updates += 1
-        self._updates_t += 1
-        self._sync_target()
-        return td_abs
-
-    def learn(self, buffer: Any, batch_size: int, beta: float | None = None) -> torch.Tensor:
-        """One whole learn step: sample ``batch_size`` from ``buffer``, update, sync the
-        target when due, write the new priorities (prioritized buffers).
-
-        Captured into one graph on a GPU (see the class docstring). The buffer must keep
-        its storage and generator for as long as the agent learns from it (a new buffer
-        or batch size starts a new graph).
+    def learn(
+        self, buffer: ReplayBuffer, batch_size: int, beta: float | torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """One update from ``buffer`` (:meth:`learn_step`), counted; the target network
+        is copied every ``target_update_interval`` updates (``tau == 1``).
 
         Args:
-            buffer: a ``ReplayBuffer`` or ``PrioritizedReplayBuffer`` on this device.
+            buffer: any replay (uniform replay ignores ``beta`` and the priorities).
             batch_size: transitions per update.
-            beta: importance-sampling exponent for this step (prioritized buffers);
-                ``None`` keeps the last one.
+            beta: importance-sampling exponent (None: ``cfg.beta_start``).
 
         Returns:
-            |TD error| per sampled row (with graphs on, a buffer the next step overwrites).
+            |TD error| per sampled row (from a captured step: a buffer the next step
+            overwrites).
         """
-        if beta is not None and beta != self._beta_value:
-            self._beta.fill_(beta)
-            self._beta_value = beta
-        key = (id(buffer), batch_size)
-        if self._learn_step is None or self._learn_key != key:
-            prioritized = hasattr(buffer, "update_priorities")
-            self._learn_step = GraphStep(
-                lambda: self._learn_body(buffer, batch_size, prioritized),
-                self.device,
-                # Gradients all-reduced between learners are not captured (yet).
-                mode=self.graph_mode if self.sync is None else "off",
-                name="dqn learn",
-                generators=[buffer.generator],
-                log=self._log,
-            )
-            self._learn_key = key
-        td = self._learn_step()
+        td_abs = self.learn_step(buffer, batch_size, self.cfg.beta_start if beta is None else beta)
         self.updates += 1
-        return td
-
-    def _learn_body(self, buffer: Any, batch_size: int, prioritized: bool) -> torch.Tensor:
-        """The capturable learn step: no host sync, no Python branch on device values."""
-        # Profiler ranges show in eager runs; a captured graph is one range (the caller's).
-        with span("sample"):
-            if prioritized:
-                # On the CPU a float costs nothing and suits every replay backend (numba
-                # takes no tensors); on a GPU beta must be the tensor the graph reads.
-                beta = self._beta if self.device.type == "cuda" else self._beta_value
-                batch = buffer.sample(batch_size, beta=beta)
-            else:
-                batch = buffer.sample(batch_size)
-        with span("update"):
-            td_abs = self._update_core(batch)
-            self._updates_t += 1
-            self._blend_target()
-        if prioritized:
-            with span("priorities"):
-                buffer.update_priorities(batch.indices, td_abs)
+        if self.cfg.tau >= 1.0 and self.updates % self.cfg.target_update_interval == 0:
+            self.sync_target()
         return td_abs
 
-    def _update_core(self, batch: ReplayBatch) -> torch.Tensor:
-        """Loss, clamped optimizer step and metrics, all on the device; |TD| per row."""
+    def learn_step(
+        self, buffer: ReplayBuffer, batch_size: int, beta: float | torch.Tensor
+    ) -> torch.Tensor:
+        """Sample, update, blend (``tau < 1``), write priorities: the capturable step."""
+        # Profiler ranges show in eager runs; a captured graph is one range (the caller's).
+        with span("sample"):
+            batch = buffer.sample(batch_size, beta)
+        with span("update"):
+            td_abs = self.update_on(batch)
+            if self.cfg.tau < 1.0:
+                with torch.no_grad():
+                    torch._foreach_lerp_(self._target_params, self.params, self.cfg.tau)
+        with span("priorities"):
+            buffer.update_priorities(batch.indices, td_abs)
+        return td_abs
+
+    def update_on(self, batch: ReplayBatch) -> torch.Tensor:
+        """Loss, clamped optimizer step and metrics on one batch, all on the device;
+        returns |TD error| per row (the new priorities)."""
         with self.precision.autocast():
             q_all = self._q_fn(batch.obs)
             with torch.no_grad():
@@ -357,29 +287,10 @@ class DQN:
         return td_abs
 
     @torch.no_grad()
-    def _sync_target(self) -> None:
-        """Eager target update, decided on the host counter (no work between syncs)."""
-        if self.cfg.tau < 1.0:
-            torch._foreach_lerp_(list(self.target.parameters()), self.params, self.cfg.tau)
-        elif self.updates % self.cfg.target_update_interval == 0:
-            self.target.load_state_dict(self.q.state_dict())
-
-    @torch.no_grad()
-    def _blend_target(self) -> None:
-        """Capturable target update: a lerp whose weight the device counter decides.
-
-        Hard updates blend with weight 1 on sync updates (lerp returns ``end`` exactly at
-        weight 1 and ``self`` exactly at 0, so this equals a copy) and 0 otherwise: one
-        pass over the parameters per update, which on a GPU is a few microseconds.
-        """
-        target = list(self.target.parameters())
-        if self.cfg.tau < 1.0:
-            torch._foreach_lerp_(target, self.params, self.cfg.tau)
-            return
-        due = torch.eq(torch.remainder(self._updates_t, self.cfg.target_update_interval), 0)
-        weight = due.to(self.params[0].dtype)
-        # The list overload takes device weights (the scalar one would read it on the host).
-        torch._foreach_lerp_(target, self.params, [weight] * len(target))
+    def sync_target(self) -> None:
+        """Copy the online network into the target network (in place: a captured step
+        keeps reading the same target tensors)."""
+        torch._foreach_copy_(self._target_params, self.params)
 
     def read_metrics(self) -> dict[str, float]:
         """Means since the last read (one host sync; call once per log interval)."""
@@ -397,19 +308,6 @@ class DQN:
             )
         return out
 
-    @property
-    def graph_status(self) -> dict[str, str]:
-        """For logs: which steps replay a graph, and why the others run eagerly."""
-        steps = {"learn": self._learn_step} | {
-            f"act{list(k[0])}": s for k, (_, s) in self._act_steps.items()
-        }
-        return {
-            name: "graph"
-            if s is not None and s.captured
-            else f"eager ({s.why_eager if s else 'not run yet'})"
-            for name, s in steps.items()
-        }
-
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
         return {
@@ -422,14 +320,11 @@ class DQN:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore; captured steps are dropped (the optimizer state is new tensors) and
-        re-captured on their next call."""
+        """Restore in place (networks, optimizer moments, generator), so that steps
+        captured before keep reading the right tensors."""
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
         load_optimizer_state(self.optimizer, state["optimizer"])
         self.precision.load_state_dict(state["precision"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
-        self._updates_t.fill_(self.updates)
-        self._learn_step, self._learn_key = None, None
-        self._act_steps.clear()

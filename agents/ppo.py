@@ -18,13 +18,11 @@ GAE with episode ends inside the rollout, and the rollout storage itself, live i
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from rlamd.graphs import GraphStep, resolve_graph_mode
-from rlamd.precision import Precision, load_optimizer_state, set_lr
+from rlamd.precision import Precision, load_optimizer_state, make_optimizer, set_lr
 
 from .networks import ActorCritic
 from .rollout import PPORows, Rollout, compute_gae
@@ -85,53 +83,20 @@ class PPOConfig:
             raise ValueError(f"target_kl={self.target_kl}; accepted: a number > 0 or none")
 
 
-class _StaticRows:
-    """Device buffers a captured PPO minibatch step reads: the training rows, the epoch's
-    permutation, the minibatch counter and the epoch's summed approximate KL."""
-
-    def __init__(self, rows: PPORows, num_minibatches: int) -> None:
-        self.columns: list[torch.Tensor] = list(rows)
-        self._shapes = [(c.shape, c.dtype) for c in rows]
-        self._owned: list[torch.Tensor] | None = None
-        B = rows.actions.shape[0]
-        self.rows, self.num_minibatches, self.mb = B, num_minibatches, B // num_minibatches
-        device = rows.actions.device
-        self.perm = torch.zeros(B, dtype=torch.long, device=device)
-        self.counter = torch.zeros((), dtype=torch.long, device=device)
-        self.kl_sum = torch.zeros((), device=device)
-
-    def matches(self, rows: PPORows) -> bool:
-        return self._shapes == [(c.shape, c.dtype) for c in rows]
-
-    def load(self, rows: PPORows, static: bool) -> None:
-        """Take ``rows``: copied into owned buffers when a captured step reads them
-        (``static``), else only referenced (an eager step re-reads the columns each call)."""
-        if not static:
-            self.columns = list(rows)
-            return
-        if self._owned is None:
-            self._owned = [torch.empty_like(c) for c in rows]
-        self.columns = self._owned
-        for dst, src in zip(self.columns, rows, strict=True):
-            dst.copy_(src)
-
-
 class PPO:
     """The PPO learner and its stochastic policy (inject the device and precision).
 
-    With graphs on (``graph="auto"`` on a GPU) each minibatch update is one replay of a
-    captured CUDA/HIP graph over static row buffers, and acting on N envs is one replay
-    per env step; the learning rate lives in a device tensor (capturable Adam). On the
-    CPU the same step functions run eagerly.
+    Its steps are plain functions of tensors, the same on every device: :meth:`act`
+    (actions, log-probabilities, values for a batch) and :meth:`minibatch_step` (one
+    clamped update on the rows a permutation slice picks). :meth:`learn` runs the epochs
+    over a rollout's rows and calls ``self.minibatch_step`` for each minibatch; whoever
+    builds the agent may make ``act`` and ``minibatch_step`` CUDA/HIP graphs from
+    outside (:func:`rlamd.graphs.capture_methods`), and the agent never knows.
 
     Args:
-        cfg, obs_shape, num_actions, device, precision, seed, compile: as for
+        cfg, obs_shape, num_actions, device, precision, seed, compile, capturable: as for
             :class:`rlamd.agents.dqn.DQN`.
-        graph: ``auto``, ``on`` or ``off`` (see :func:`rlamd.graphs.resolve_graph_mode`).
-        log: where a failed capture reports why, once.
     """
-
-    _MAX_ACT_GRAPHS = 4
 
     def __init__(
         self,
@@ -143,21 +108,16 @@ class PPO:
         *,
         seed: int = 0,
         compile: bool = False,
-        graph: str = "auto",
-        log: Callable[[str], None] | None = None,
+        capturable: bool = False,
     ) -> None:
-        from rlamd.precision import make_optimizer
-
         self.cfg, self.device, self.precision = cfg, device, precision
-        self.graph_mode, self._log = graph, log
-        self._capture = resolve_graph_mode(graph, device)
         self.net = ActorCritic(obs_shape, num_actions, cfg.hidden).to(device)
         self.policy_net = self.net
         """The acting network (what Ray rollout actors copy)."""
         self._net_fn = torch.compile(self.net) if compile else self.net
         self.params = list(self.net.parameters())
         self.optimizer = make_optimizer(
-            self.params, cfg.lr, cfg.adam_eps, device, capturable=self._capture
+            self.params, cfg.lr, cfg.adam_eps, device, capturable=capturable
         )
         self.generator = torch.Generator(device=device)
         self.generator.manual_seed(seed)
@@ -167,44 +127,13 @@ class PPO:
         # [policy loss, value loss, entropy, approx KL, clip fraction, grad norm, minibatches,
         #  explained var, rollouts]
         self._stats = torch.zeros(9, device=device)
-        self._static: _StaticRows | None = None
-        self._mb_step: GraphStep | None = None
-        self._act_steps: dict[tuple, tuple[torch.Tensor, GraphStep]] = {}
 
     # ------------------------------------------------------------------ acting
+    @torch.no_grad()
     def act(
         self, obs: torch.Tensor, greedy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actions, their log-probabilities and the values, for a batch, on the device.
-
-        With graphs on, the results are buffers the next call with the same batch shape
-        and ``greedy`` overwrites: use (or copy) them before acting again.
-        """
-        if not self._capture:
-            return self._act_body(obs, greedy)
-        key = (tuple(obs.shape), obs.dtype, greedy)
-        entry = self._act_steps.get(key)
-        if entry is None:
-            if len(self._act_steps) >= self._MAX_ACT_GRAPHS:
-                return self._act_body(obs, greedy)
-            static = torch.empty_like(obs)
-            step = GraphStep(
-                lambda: self._act_body(static, greedy),
-                self.device,
-                mode=self.graph_mode,
-                name=f"ppo act {tuple(obs.shape)}",
-                generators=[self.generator],
-                log=self._log,
-            )
-            entry = self._act_steps[key] = (static, step)
-        static, step = entry
-        static.copy_(obs)
-        return step()
-
-    @torch.no_grad()
-    def _act_body(
-        self, obs: torch.Tensor, greedy: bool
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Actions, their log-probabilities and the values, for a batch, on the device."""
         with self.precision.autocast():
             logits, value = self._net_fn(obs)
         if greedy:
@@ -261,81 +190,35 @@ class PPO:
     def learn(self, rows: PPORows) -> None:
         """``update_epochs`` passes of shuffled minibatches over ``rows`` (see :meth:`flatten`).
 
-        With several learners (``self.sync`` set) each holds its share of the rows and
-        takes the same share of every minibatch; the early stop on ``target_kl`` is
-        decided on the mean over all learners, so all of them run the same updates.
-        Without, the minibatch update is a :class:`rlamd.graphs.GraphStep` (one graph
-        replay per minibatch on a GPU); both ways draw the same permutations.
+        Each epoch draws a permutation with the agent's generator and runs
+        :meth:`minibatch_step` on each of its ``num_minibatches`` slices. With several
+        learners (``self.sync`` set) each holds its share of the rows and takes the same
+        share of every minibatch; the early stop on ``target_kl`` (one host read per
+        epoch) is decided on the mean over all learners, so all of them run the same
+        updates.
         """
         cfg = self.cfg
-        obs, actions, old_lp, old_v, adv, ret = rows
-        B = actions.shape[0]
+        B = rows.actions.shape[0]
         mb = B // cfg.num_minibatches
         if mb < 1:
             raise ValueError(
                 f"{B} rows cannot make ppo.num_minibatches={cfg.num_minibatches} minibatches"
             )
-        if self.sync is None:
-            self._learn_static(rows)
-        else:
-            for _epoch in range(cfg.update_epochs):
-                perm = torch.randperm(B, generator=self.generator, device=self.device)
-                kl_sum = torch.zeros((), device=self.device)
-                for start in range(0, mb * cfg.num_minibatches, mb):
-                    idx = perm[start : start + mb]
-                    kl_sum += self._minibatch(
-                        obs[idx], actions[idx], old_lp[idx], old_v[idx], adv[idx], ret[idx]
-                    )
-                    self.updates += 1
-                if cfg.target_kl is not None:
-                    kl = kl_sum / cfg.num_minibatches
-                    if float(self.sync.mean(kl)) > cfg.target_kl:
-                        break
+        for _epoch in range(cfg.update_epochs):
+            perm = torch.randperm(B, generator=self.generator, device=self.device)
+            kl_sum = torch.zeros((), device=self.device)
+            for start in range(0, mb * cfg.num_minibatches, mb):
+                kl_sum += self.minibatch_step(rows, perm[start : start + mb])
+                self.updates += 1
+            if cfg.target_kl is not None:
+                kl = kl_sum / cfg.num_minibatches
+                if float(kl if self.sync is None else self.sync.mean(kl)) > cfg.target_kl:
+                    break
+        ret, old_v = rows.returns, rows.values
         var_y = ret.var()
         explained = torch.where(var_y > 0, 1 - (ret - old_v).var() / var_y, torch.zeros_like(var_y))
         self._stats[7] += explained
         self._stats[8] += 1
-
-    def _learn_static(self, rows: PPORows) -> None:
-        """The single-learner epochs over static buffers, one minibatch step at a time."""
-        cfg = self.cfg
-        st = self._static
-        if st is None or not st.matches(rows):
-            st = self._static = _StaticRows(rows, cfg.num_minibatches)
-            self._mb_step = GraphStep(
-                self._minibatch_step,
-                self.device,
-                mode=self.graph_mode,
-                name="ppo minibatch",
-                log=self._log,
-            )
-        assert self._mb_step is not None
-        st.load(rows, static=self._mb_step.capture)
-        for _epoch in range(cfg.update_epochs):
-            torch.randperm(st.rows, generator=self.generator, device=self.device, out=st.perm)
-            st.counter.zero_()
-            st.kl_sum.zero_()
-            for _ in range(cfg.num_minibatches):
-                self._mb_step()
-                self.updates += 1
-            if cfg.target_kl is not None:  # one host sync per epoch, as documented
-                if float(st.kl_sum / cfg.num_minibatches) > cfg.target_kl:
-                    break
-
-    def _minibatch_step(self) -> None:
-        """The capturable minibatch update: rows ``perm[counter*mb : (counter+1)*mb]``
-        gathered on the device (``index_select``, no host read of the counter)."""
-        st = self._static
-        assert st is not None
-        idx = (
-            st.perm[: st.num_minibatches * st.mb]
-            .view(st.num_minibatches, st.mb)
-            .index_select(0, st.counter.view(1))
-            .view(-1)
-        )
-        cols = [c.index_select(0, idx) for c in st.columns]
-        st.kl_sum += self._minibatch(*cols)
-        st.counter += 1
 
     def _normalise(self, adv: torch.Tensor) -> torch.Tensor:
         """Advantages scaled to mean 0 and (unbiased) std 1 over the whole minibatch,
@@ -347,8 +230,10 @@ class PPO:
         var = (sq - mean.square()).clamp_min(0) * (n / max(1, n - 1))
         return (adv - mean) / (var.sqrt() + 1e-8)
 
-    def _minibatch(self, obs, actions, old_lp, old_v, adv, ret) -> torch.Tensor:
-        """One clamped update on a minibatch (device work only; callers count updates)."""
+    def minibatch_step(self, rows: PPORows, idx: torch.Tensor) -> torch.Tensor:
+        """One clamped update on ``rows[idx]`` (gathered on the device); returns the
+        minibatch's approximate KL. The capturable step: device work only."""
+        obs, actions, old_lp, old_v, adv, ret = (c.index_select(0, idx) for c in rows)
         cfg = self.cfg
         with self.precision.autocast():
             logits, value = self._net_fn(obs)
@@ -421,10 +306,9 @@ class PPO:
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """Restore in place, so that steps captured before keep reading the right tensors."""
         self.net.load_state_dict(state["net"])
         load_optimizer_state(self.optimizer, state["optimizer"])
         self.precision.load_state_dict(state["precision"])
         self.generator.set_state(state["generator"])
         self.updates = int(state["updates"])
-        self._static, self._mb_step = None, None  # re-captured with the restored state
-        self._act_steps.clear()

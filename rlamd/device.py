@@ -339,7 +339,7 @@ def ray_learner_device(
 
     Args:
         device_spec: what the driver chose for learners (``cuda``, ``hip``, ``auto``, ``cpu``;
-            see ``rlamd.distributed.config.learner_device_spec``).
+            see ``rlamd.distributed.plan.learner_device_spec``).
         gpu_ids: ``ray.get_gpu_ids()`` inside the actor; None when not running under Ray,
             which returns ``device_spec`` unchanged.
         environ: the actor's environment (default: ``os.environ``).

@@ -19,10 +19,10 @@ import torch
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.algos.base import Policy
 from rlamd.collector import Collector
+from rlamd.config.sections import RunConfig
 from rlamd.device import describe_device, resolve_device
 from rlamd.envs import make_env
 from rlamd.precision import configure_tf32
-from rlamd.runconfig import RunConfig
 from rlamd.threads import LoadWatch, apply_threads, plan_threads
 from rlamd.threads import describe as describe_threads
 
@@ -164,7 +164,7 @@ class LocalEngine:
             return None
         train = self.cfg.train
         learning = self.loop.learning_sps(sps)
-        starts = self.cfg.dqn.learning_starts if train.algo == "dqn" else 0
+        starts = self.loop.learning_starts
 
         def remaining(at: int) -> float:
             before = max(0, min(starts, train.steps) - at)

@@ -21,10 +21,10 @@ from PIL import Image
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
 from rlamd.collector import Collector
+from rlamd.config.sections import RunConfig
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.envs import AtariConfig, make_env, parse_env_id
 from rlamd.hostalloc import tune_host_allocator
-from rlamd.runconfig import RunConfig
 
 __all__ = ["evaluate_policy", "main"]
 

@@ -28,16 +28,40 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Callable, Iterable
+import weakref
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
-__all__ = ["GRAPH_MODES", "GraphStep", "graphs_enabled", "resolve_graph_mode"]
+__all__ = [
+    "GRAPH_MODES",
+    "Captured",
+    "GraphStep",
+    "capture_methods",
+    "graph_refusal",
+    "graph_status",
+    "graphs_enabled",
+    "release_methods",
+    "resolve_graph_mode",
+]
 
 GRAPH_MODES = ("auto", "on", "off")
 
 _log = logging.getLogger(__name__)
+
+
+def graph_refusal(mode: str, device_type: str) -> tuple[str, str] | None:
+    """Why graph ``mode`` cannot be used where updates run on ``device_type``, with what
+    is accepted there: ``(why, accepted)``, or None. The one place this rule lives
+    (:func:`resolve_graph_mode` and the configuration's device checks ask it)."""
+    if mode == "on" and device_type != "cuda":
+        where = "the CPU" if device_type == "cpu" else device_type
+        return (
+            f"graphs are captured on CUDA/ROCm GPUs and updates run on {where}",
+            "auto or off there",
+        )
+    return None
 
 
 def resolve_graph_mode(mode: str, device: torch.device | str) -> bool:
@@ -53,16 +77,12 @@ def resolve_graph_mode(mode: str, device: torch.device | str) -> bool:
         hint = f"; did you mean '{close[0]}'?" if close else ""
         raise ValueError(f"graph={mode!r}; accepted: {', '.join(GRAPH_MODES)}{hint}")
     device = torch.device(device)
-    if mode == "off":
-        return False
-    if device.type != "cuda":
-        if mode == "on":
-            raise ValueError(
-                f"graph='on' needs a CUDA or ROCm GPU, and the device is {device}; "
-                "accepted on this device: auto, off"
-            )
-        return False
-    return True
+    if graph_refusal(mode, device.type) is not None:
+        raise ValueError(
+            f"graph='on' needs a CUDA or ROCm GPU, and the device is {device}; "
+            "accepted on this device: auto, off"
+        )
+    return mode != "off" and device.type == "cuda"
 
 
 def graphs_enabled(mode: str, device: torch.device | str) -> bool:
@@ -189,3 +209,206 @@ class GraphStep:
         self._why_eager = reason
         self.capture = False
         self._graph = self._out = None
+
+
+Generators = Iterable[torch.Generator] | Callable[..., Iterable[torch.Generator]]
+
+
+class _Static:
+    """One captured signature of a :class:`Captured` function: static copies of its
+    tensor arguments, the :class:`GraphStep` that replays it, and what was copied last."""
+
+    def __init__(self, owner: Captured, args: tuple) -> None:
+        scalars = {id(t) for _, t in owner._scalars.values()}
+        self.args = tuple(_static_like(a, scalars) for a in args)
+        gens = owner.generators(*args) if callable(owner.generators) else owner.generators
+        self.step = GraphStep(
+            lambda: owner.fn(*self.args),
+            owner.device,
+            mode=owner.mode,
+            name=owner.name,
+            warmup=owner.warmup,
+            generators=gens,
+            log=owner.log,
+        )
+        self._copied: dict[int, tuple[Any, int]] = {}
+
+    def __call__(self, args: tuple) -> Any:
+        for i, (src, dst) in enumerate(_tensor_pairs(args, self.args)):
+            if src is dst:
+                continue
+            ref, version = self._copied.get(i, (None, -1))
+            # Unchanged since the last copy (same tensor, same version): nothing to copy.
+            if ref is not None and ref() is src and src._version == version:
+                continue
+            dst.copy_(src)
+            self._copied[i] = (weakref.ref(src), src._version)
+        return self.step()
+
+
+def _static_like(a: Any, keep: set[int]) -> Any:
+    """A static buffer like ``a`` (tensors in ``keep``, the scalars, are their own)."""
+    if isinstance(a, torch.Tensor):
+        return a if id(a) in keep else torch.empty_like(a)
+    if isinstance(a, tuple):
+        items = [_static_like(x, keep) for x in a]
+        return type(a)(*items) if hasattr(a, "_fields") else tuple(items)
+    return a
+
+
+def _tensor_pairs(args: tuple, statics: tuple) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    for a, s in zip(args, statics, strict=True):
+        if isinstance(a, torch.Tensor):
+            yield a, s
+        elif isinstance(a, tuple):
+            yield from _tensor_pairs(a, s)
+
+
+def _signature(a: Any) -> Any:
+    """What must match for a call to replay a graph: tensors' shapes, dtypes and devices,
+    tuples' contents, and any other argument itself (by value, or by identity)."""
+    if isinstance(a, torch.Tensor):
+        return ("T", tuple(a.shape), a.dtype, a.device)
+    if isinstance(a, tuple):
+        return (type(a), tuple(_signature(x) for x in a))
+    try:
+        hash(a)
+    except TypeError:
+        return ("id", id(a))
+    return a
+
+
+class Captured:
+    """``fn(*args)`` run eagerly, or captured as one CUDA/HIP graph per call signature.
+
+    The wrapper LeanRL's ``CudaGraphModule`` stands for: a plain function of tensors
+    goes in, the same function comes out, and the code that calls it never knows. It
+    owns what capture needs:
+
+    * **scalars**: a Python ``float`` argument becomes a 0-d float64 tensor on the device,
+      kept per argument position and refilled (one tiny copy) only when the value
+      changes, in every mode, so ``fn`` sees the same types on every device;
+    * **static inputs** (graphs only): each signature (tensor shapes/dtypes/devices and
+      the other arguments' values) gets static copies of its tensor arguments (also
+      inside tuples and NamedTuples); a call copies its tensors into them, skipping a
+      tensor that is the one copied last time and unchanged since (same version);
+    * **warm-up, capture, replay, the eager fallback** with one log line, and the
+      registration of the generators ``fn`` draws from (:class:`GraphStep`);
+    * at most ``max_graphs`` signatures are captured; others run eagerly.
+
+    ``fn`` must follow :class:`GraphStep`'s rules, and the value it returns is, under
+    capture, overwritten by the next replay of the same signature.
+
+    Args:
+        fn: the step.
+        device: where its tensors live.
+        mode: ``auto``, ``on`` or ``off`` (:func:`resolve_graph_mode`).
+        name: for log lines.
+        generators: device generators ``fn`` draws from, or a function of the call's
+            arguments that returns them (e.g. ``lambda buffer, *_: [buffer.generator]``).
+        log: called with one line when a capture fails.
+        max_graphs: signatures captured at most.
+        warmup: eager calls before each capture.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        device: torch.device | str,
+        *,
+        mode: str = "auto",
+        name: str = "step",
+        generators: Generators = (),
+        log: Callable[[str], None] | None = None,
+        max_graphs: int = 4,
+        warmup: int = 3,
+    ) -> None:
+        self.fn, self.name, self.mode, self.log = fn, name, mode, log
+        self.device = torch.device(device)
+        self.capture = graphs_enabled(mode, self.device)
+        self.generators, self.max_graphs, self.warmup = generators, max_graphs, warmup
+        self._scalars: dict[int, tuple[float, torch.Tensor]] = {}
+        self._statics: dict[tuple, _Static] = {}
+        self._why_eager: str | None = None if self.capture else f"graph mode {mode!r} on {device}"
+
+    def __call__(self, *args: Any) -> Any:
+        args = tuple(self._scalar(i, a) if type(a) is float else a for i, a in enumerate(args))
+        if not self.capture:
+            return self.fn(*args)
+        key = tuple(_signature(a) for a in args)
+        static = self._statics.get(key)
+        if static is None:
+            if len(self._statics) >= self.max_graphs:
+                return self.fn(*args)
+            static = self._statics[key] = _Static(self, args)
+        return static(args)
+
+    def _scalar(self, position: int, value: float) -> torch.Tensor:
+        last, t = self._scalars.get(position, (None, None))
+        if t is None:
+            t = torch.empty((), dtype=torch.float64, device=self.device)
+        if value != last:
+            t.fill_(value)
+            self._scalars[position] = (value, t)
+        return t
+
+    @property
+    def captured(self) -> bool:
+        """True when every signature seen so far replays a graph."""
+        return bool(self._statics) and all(s.step.captured for s in self._statics.values())
+
+    @property
+    def status(self) -> str:
+        """``graph`` or ``eager (why)``, for logs."""
+        if self.captured:
+            return "graph"
+        why = self._why_eager or next(
+            (s.step.why_eager for s in self._statics.values() if s.step.why_eager), None
+        )
+        return f"eager ({why or 'not captured yet'})"
+
+    def disable(self, reason: str) -> None:
+        """Run eagerly from now on (e.g. when gradients start crossing processes)."""
+        self.capture = False
+        self._why_eager = reason
+        self._statics.clear()
+
+
+def capture_methods(
+    obj: Any,
+    device: torch.device | str,
+    mode: str,
+    log: Callable[[str], None] | None = None,
+    **methods: Generators,
+) -> Any:
+    """Wrap ``obj``'s methods named in ``methods`` in :class:`Captured` (instance
+    attributes shadowing the methods), each with the generators given; returns ``obj``.
+
+    The one place where an agent's steps are made capturable (the algorithm's
+    ``build_agent`` calls it); the agent keeps calling ``self.act``, ``self.learn_step``
+    and so on, and never knows.
+    """
+    kind = type(obj).__name__.lower()
+    for name, gens in methods.items():
+        fn = getattr(obj, name)
+        setattr(
+            obj,
+            name,
+            Captured(fn, device, mode=mode, name=f"{kind} {name}", generators=gens, log=log),
+        )
+    return obj
+
+
+def release_methods(obj: Any, reason: str) -> None:
+    """Run every :class:`Captured` method of ``obj`` eagerly from now on."""
+    for value in vars(obj).values():
+        if isinstance(value, Captured):
+            value.disable(reason)
+
+
+def graph_status(obj: Any) -> dict[str, str]:
+    """``{method: "graph" | "eager (why)"}`` for ``obj``'s captured methods (for logs)."""
+    return {
+        name.split(" ", 1)[-1]: v.status
+        for name, v in ((v.name, v) for v in vars(obj).values() if isinstance(v, Captured))
+    }

@@ -17,17 +17,17 @@ import torch
 from rlamd.collector import Collector
 from rlamd.envs import Step
 from rlamd.profiling import span
-from rlamd.replay import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
+from rlamd.replay import ReplayBatch, ReplayBuffer
 
-__all__ = ["OffPolicyLoop", "OnPolicyLoop", "learn_from_replay"]
+__all__ = ["OffPolicyLoop", "OnPolicyLoop"]
 
 
 class QLearner(Protocol):
     """What the off-policy loop needs of its agent (``rlamd.agents.dqn.DQN``)."""
 
     def act(self, obs: torch.Tensor, epsilon: float) -> torch.Tensor: ...
-    def update(self, batch: ReplayBatch) -> torch.Tensor: ...
-    def learn(self, buffer: ReplayBuffer, batch_size: int, beta: float | None) -> torch.Tensor: ...
+    def learn(self, buffer: ReplayBuffer, batch_size: int, beta: float) -> torch.Tensor: ...
+    def update_on(self, batch: ReplayBatch) -> torch.Tensor: ...
     def read_metrics(self) -> dict[str, float]: ...
 
 
@@ -40,21 +40,6 @@ class OffPolicySchedule(Protocol):
 
     def epsilon(self, step: int, total_steps: int) -> float: ...
     def beta(self, step: int, total_steps: int) -> float: ...
-
-
-def learn_from_replay(
-    buffer: ReplayBuffer, agent: QLearner, batch_size: int, beta: float = 0.4
-) -> None:
-    """Sample ``batch_size`` transitions, update ``agent`` and, for a prioritized replay,
-    write back the new priorities (the single-process loop and the Ray learners)."""
-    prioritized = isinstance(buffer, PrioritizedReplayBuffer)
-    with span("sample"):
-        batch = buffer.sample(batch_size, beta=beta) if prioritized else buffer.sample(batch_size)
-    with span("update"):
-        td_abs = agent.update(batch)
-    if prioritized:
-        with span("priorities"):
-            buffer.update_priorities(batch.indices, td_abs)
 
 
 class OffPolicyLoop:
@@ -115,16 +100,16 @@ class OffPolicyLoop:
             return
         cfg = self.cfg
         beta = cfg.beta(self.step, self.total_steps)
-        # On a GPU the agent's own learn step (sample, update, priorities) is one captured
-        # graph; on the CPU the plain path skips the graph-ready target blend.
-        graph_ready = self.buffer.device.type == "cuda"
+        # The one learn step on every device (a captured graph on GPUs, eager here).
         while self._credit >= 1.0:
             with span("learn"):
-                if graph_ready:
-                    self.agent.learn(self.buffer, cfg.batch_size, beta)
-                else:
-                    learn_from_replay(self.buffer, self.agent, cfg.batch_size, beta=beta)
+                self.agent.learn(self.buffer, cfg.batch_size, beta)
             self._credit -= 1.0
+
+    @property
+    def learning_starts(self) -> int:
+        """Env steps before the first update."""
+        return self.cfg.learning_starts
 
     def describe(self) -> str:
         return f"replay {self.buffer.capacity:,}"
@@ -158,14 +143,14 @@ class OffPolicyLoop:
         times = []
         for _ in range(3):
             start = time.perf_counter()
-            agent.update(batch)
+            agent.update_on(batch)
             times.append(time.perf_counter() - start)
         per_update = sorted(times[1:])[0]
         return 1.0 / (1.0 / env_sps + per_update / self.cfg.train_frequency)
 
     def metrics(self) -> dict[str, float]:
         values = {"charts/epsilon": self.epsilon, **self.agent.read_metrics()}
-        if isinstance(self.buffer, PrioritizedReplayBuffer):
+        if self.buffer.sampler.prioritized:
             values["charts/beta"] = self.cfg.beta(self.step, self.total_steps)
         return values
 
@@ -213,8 +198,23 @@ class OnPolicyLoop:
             self.agent.update(self.rollout, self.agent.value(self.collector.obs_tensor()))
         return steps
 
+    learning_starts = 0
+    """PPO learns from its first rollout."""
+
     def describe(self) -> str:
-        return f"rollout {self.rollout.num_steps} x {self.rollout.num_envs}"
+        """The rollout's shape, and the run's real length when ``train.steps`` is not a
+        whole number of rollouts (PPO learns from whole rollouts only)."""
+        ro = self.rollout
+        size = ro.num_steps * ro.num_envs
+        rollouts = -(-max(0, self.total_steps - self.step) // size)
+        ends = self.step + rollouts * size
+        text = f"rollout {ro.num_steps} x {ro.num_envs}"
+        if ends != self.total_steps:
+            text += (
+                f" (whole rollouts of {size:,} steps: the run takes {ends:,} steps, "
+                f"train.steps={self.total_steps:,} rounded up)"
+            )
+        return text
 
     def memory_bytes(self) -> float:
         return 0.0

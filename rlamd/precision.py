@@ -29,11 +29,31 @@ __all__ = [
     "configure_tf32",
     "load_optimizer_state",
     "make_optimizer",
+    "precision_refusal",
     "resolve_precision",
     "set_lr",
 ]
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def precision_refusal(
+    spec: str, device_type: str, gpu_bf16: bool = True, gpu_name: str = "this GPU"
+) -> tuple[str, str] | None:
+    """Why precision ``spec`` cannot run on a device of type ``device_type``, with what
+    is accepted there: ``(why, accepted)``, or None when it can. The one place these
+    rules live (:func:`resolve_precision` and the configuration's device checks ask it).
+
+    fp16 has no autocast on the CPU; bf16 on a GPU without it would quietly run in fp32.
+    """
+    if spec == "fp16" and device_type == "cpu":
+        return "updates run on the CPU, which has no fp16 autocast", "auto, fp32 or bf16 there"
+    if spec == "bf16" and device_type == "cuda" and not gpu_bf16:
+        return (
+            f"{gpu_name} has no bf16; autocast would quietly run in fp32",
+            "auto, fp32 or fp16 there",
+        )
+    return None
 
 
 def resolve_precision(spec: str, device: torch.device, native_bf16: bool) -> str:
@@ -43,13 +63,16 @@ def resolve_precision(spec: str, device: torch.device, native_bf16: bool) -> str
     BF16 or AMX), else fp16 on a GPU and fp32 on the CPU. Measured on this project's
     2-core AVX-512-BF16 CPU (Nature CNN DQN update, fused Adam): bf16 autocast gave 33.9
     updates/s against fp32's 15.0 at batch 128, and 100 against 55 at batch 32.
+
+    Raises:
+        ValueError: an unknown ``spec``, or fp16 on the CPU (:func:`precision_refusal`).
     """
     if spec not in PRECISIONS:
         raise ValueError(f"precision={spec!r}; accepted: {', '.join(PRECISIONS)}")
     if spec != "auto":
-        if spec == "fp16" and device.type == "cpu":
+        if precision_refusal(spec, device.type) is not None:  # fp16 on the CPU
             raise ValueError(
-                "precision='fp16' is not supported on the CPU (no fp16 autocast); "
+                f"precision={spec!r} is not supported on the CPU (no fp16 autocast); "
                 "accepted there: fp32, bf16, auto"
             )
         return spec
@@ -91,16 +114,19 @@ _RUN_SETTINGS = ("capturable", "fused", "foreach", "differentiable")
 
 
 def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
-    """Load a saved optimizer ``state`` while keeping this run's own settings.
+    """Load a saved optimizer ``state`` while keeping this run's own settings and tensors.
 
     ``Optimizer.load_state_dict`` takes every saved group key but ``params``: a checkpoint
     from a CPU or ``--graph off`` run would bring back ``capturable=False`` (a captured
     step then fails) and a CPU learning rate that a capturable step reads once, at
     capture, and never again. So the saved moments and learning-rate *value* are loaded,
     and the implementation switches and the learning-rate *tensor* (the one a captured
-    graph reads) stay this run's; step counters move to where this run keeps them.
+    graph reads) stay this run's; step counters move to where this run keeps them. State
+    tensors that already exist (moments of a step taken, perhaps captured) are filled in
+    place, so a captured step keeps reading them.
     """
     mine = [{k: g[k] for k in ("lr", *_RUN_SETTINGS) if k in g} for g in optimizer.param_groups]
+    existing = {p: dict(s) for p, s in optimizer.state.items()}
     optimizer.load_state_dict(state)
     for group, own in zip(optimizer.param_groups, mine, strict=True):
         saved_lr = float(group["lr"])
@@ -116,6 +142,20 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
             if isinstance(step, torch.Tensor):
                 where = p.device if on_device else torch.device("cpu")
                 optimizer.state[p]["step"] = step.to(where, torch.float32)
+            _refill(optimizer.state.get(p, {}), existing.get(p, {}))
+
+
+def _refill(loaded: dict, before: dict) -> None:
+    """Put ``loaded``'s tensors into ``before``'s (same shape, dtype, device) in place."""
+    for key, value in loaded.items():
+        old = before.get(key)
+        if (
+            isinstance(value, torch.Tensor)
+            and isinstance(old, torch.Tensor)
+            and (old.shape, old.dtype, old.device) == (value.shape, value.dtype, value.device)
+        ):
+            old.copy_(value)
+            loaded[key] = old
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -20,14 +20,14 @@ import torch
 
 from rlamd.checkpoint import FILENAME, CheckpointError, load_checkpoint, save_checkpoint
 from rlamd.config import ConfigError, to_toml
+from rlamd.config.sections import RunConfig, TrainConfig
 from rlamd.device import ray_visibility_problem
-from rlamd.distributed.config import RunFailed
+from rlamd.distributed.plan import RunFailed
 from rlamd.engine import Engine, LocalEngine
 from rlamd.envs import parse_env_id
 from rlamd.evaluate import evaluate_policy
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
-from rlamd.runconfig import RunConfig, TrainConfig
 
 __all__ = ["FORECAST_AFTER_S", "new_run_dir", "resume_command", "run"]
 

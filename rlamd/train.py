@@ -15,92 +15,38 @@ configuration is saved in the run folder (``config.toml``, readable with ``--con
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from rlamd.algos import ALGORITHMS
 from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
 from rlamd.config import ConfigError, field_docs
+from rlamd.config.flags import RAY_FLAGS, SWITCHES, TRAIN_FLAGS, settings_epilog
+from rlamd.config.layers import resolve
+from rlamd.config.sections import RayConfig, TrainConfig
 from rlamd.device import DeviceError
-from rlamd.distributed.config import RayConfig
 from rlamd.hostalloc import tune_host_allocator
-from rlamd.precision import PRECISIONS
-from rlamd.runconfig import GRAPH_MODES, RunConfig, TrainConfig
 from rlamd.runner import run
-from rlamd.settings import resolve
 
 __all__ = ["build_parser", "main"]
-
-# [train] fields with a flag of their own (--steps, --num-envs, ...), and their argparse types.
-TRAIN_FLAGS: dict[str, dict[str, Any]] = {
-    "algo": {"choices": tuple(ALGORITHMS)},
-    "steps": {"type": int},
-    "num_envs": {"type": int},
-    "device": {},
-    "precision": {"choices": PRECISIONS},
-    "seed": {"type": int},
-    "logdir": {},
-    "run_name": {},
-    "eval_every": {"type": int},
-    "eval_episodes": {"type": int},
-    "checkpoint_every": {"type": int},
-    "log_every": {"type": int},
-    "graph": {"choices": GRAPH_MODES},
-    "threads": {"type": int},
-    "profile": {"type": int, "metavar": "STEPS"},
-}
-SWITCHES = ("compile", "save_replay")
-"""[train] booleans switched on by a bare flag (--compile, --save-replay)."""
-
-# [ray] fields with their own flag (--ray sets ray.enabled, --ray-address ray.address, ...).
-RAY_FLAGS = {
-    "enabled": "--ray",
-    "address": "--ray-address",
-    "num_rollout_workers": "--num-rollout-workers",
-    "envs_per_worker": "--envs-per-worker",
-    "num_learners": "--num-learners",
-    "gpus_per_learner": "--gpus-per-learner",
-    "max_failures": "--max-failures",
-}
-
-
-def _settings_epilog() -> str:
-    lines = [
-        "settings for --set SECTION.KEY=VALUE (and [SECTION] tables in --config), with defaults:"
-    ]
-    for name, obj in RunConfig().sections().items():
-        docs = field_docs(type(obj))
-        lines.append(f"  [{name}]")
-        for f in dataclasses.fields(obj):
-            lines.append(f"    {name}.{f.name} = {getattr(obj, f.name)!r}: {docs.get(f.name, '')}")
-    for algo in ALGORITHMS.values():
-        preset = algo.presets.get("classic", {})
-        values = ", ".join(f"{s}.{k}={v}" for s, vals in preset.items() for k, v in vals.items())
-        lines.append(f"classic-control preset for {algo.name} (cartpole ...): {values}")
-    return "\n".join(lines)
 
 
 def _add_ray_flags(p: argparse.ArgumentParser) -> None:
     """The ``[ray]`` settings that have a flag of their own (``--ray``, ``--num-learners``...)."""
     ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
     cluster = p.add_argument_group(
-        "distributed training on Ray (pip install -e .[ray]; README: Ray clusters)"
+        "distributed training on Ray (install it with `bash scripts/setup.sh --ray`; "
+        "README: Ray clusters)"
     )
     for field, option in RAY_FLAGS.items():
         kind = {"enabled": None, "address": str, "gpus_per_learner": float}.get(field, int)
         extra: dict[str, Any] = (
             {"action": "store_const", "const": True} if kind is None else {"type": kind}
         )
-        cluster.add_argument(
-            option,
-            dest=f"ray_{field}",
-            default=None,
-            help=f"{ray_docs[field]} (default: {getattr(ray_defaults, field)})",
-            **extra,
-        )
+        doc = ray_docs[field]
+        shown = "" if "(default" in doc else f" (default: {getattr(ray_defaults, field)})"
+        cluster.add_argument(option, dest=f"ray_{field}", default=None, help=doc + shown, **extra)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -109,21 +55,19 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rlamd.train",
         description="Train an agent on ENV. " + (__doc__ or "").split("\n\n")[-1].strip(),
-        epilog=_settings_epilog(),
+        epilog=settings_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "env",
         nargs="?",
-        help=f"{docs['env']} (default: {defaults.env}; taken from the checkpoint with --resume)",
+        help=f"{docs['env']} Required, unless --config names one or --resume continues a run.",
     )
     for name, kw in TRAIN_FLAGS.items():
+        doc = docs[name]
+        shown = "" if "(default" in doc else f" (default: {getattr(defaults, name)})"
         p.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            default=None,
-            help=f"{docs[name]} (default: {getattr(defaults, name)})",
-            **kw,
+            f"--{name.replace('_', '-')}", dest=name, default=None, help=doc + shown, **kw
         )
     for name in SWITCHES:
         p.add_argument(
@@ -197,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             run_dir = Path(resume_state.get("run_dir") or path.parent)
             if not run_dir.is_dir():
                 run_dir = path.parent
-        elif not args.env:
+        elif not args.env and not args.config:
             print(
-                "error: give an environment (e.g. breakout, cartpole) or --resume RUN",
+                "error: give an environment (e.g. breakout, cartpole), --config FILE or "
+                "--resume RUN",
                 file=sys.stderr,
             )
             return 2

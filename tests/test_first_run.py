@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import rlamd.algos.dqn as dqn_algo
+import rlamd.algos.dqn_replay as dqn_algo
 from rlamd.config import ConfigError
-from rlamd.runconfig import RunConfig
+from rlamd.config.sections import RunConfig
 from rlamd.train import main
 
 GiB = 2**30

@@ -1,11 +1,20 @@
-"""Graph capture (rlamd.graphs): modes, eager fallback, and on a GPU graph == eager."""
+"""Graph capture (rlamd.graphs): modes, the capture wrapper, eager fallback, and on a GPU
+graph == eager."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rlamd.graphs import GRAPH_MODES, GraphStep, resolve_graph_mode
+from rlamd.graphs import (
+    GRAPH_MODES,
+    Captured,
+    GraphStep,
+    capture_methods,
+    graph_status,
+    release_methods,
+    resolve_graph_mode,
+)
 
 CPU = torch.device("cpu")
 
@@ -74,6 +83,75 @@ def test_warmup_must_be_positive():
         GraphStep(lambda: None, CPU, warmup=0)
 
 
+def test_captured_turns_floats_into_one_refilled_device_scalar_per_position():
+    seen = []
+    step = Captured(lambda x, eps, n: seen.append((eps, eps.item(), n)) or x * eps, CPU)
+    x = torch.ones(3)
+    step(x, 0.5, 4)
+    step(x, 0.5, 4)
+    step(x, 0.25, 4)
+    (t1, v1, n1), (t2, v2, _), (t3, v3, _) = seen
+    assert t1 is t2 is t3 and t1.dtype == torch.float64 and t1.dim() == 0
+    assert (v1, v2, v3) == (0.5, 0.5, 0.25) and n1 == 4  # ints stay constants
+    assert step.status.startswith("eager (graph mode 'auto' on cpu")
+
+
+def _static_path(fn, **kw) -> Captured:
+    """A wrapper taking its capture path on the CPU: static copies of the inputs, and a
+    GraphStep that (without a GPU) runs the step eagerly over them."""
+    step = Captured(fn, CPU, **kw)
+    step.capture = True
+    return step
+
+
+def test_captured_copies_inputs_into_static_buffers_only_when_they_changed():
+    calls = []
+
+    def fn(x, rows):
+        calls.append((x.data_ptr(), rows[0].data_ptr()))
+        return x.sum() + rows[0].sum() + rows[1].sum()
+
+    step = _static_path(fn)
+    rows = (torch.ones(4), torch.zeros(2))
+    x = torch.arange(3.0)
+    assert step(x, rows).item() == 7.0
+    assert calls[0][0] != x.data_ptr() and calls[0][1] != rows[0].data_ptr()  # statics
+    copies = []
+    real_copy = torch.Tensor.copy_
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(torch.Tensor, "copy_", lambda d, s, *a: copies.append(1) or real_copy(d, s, *a))
+        assert step(x, rows).item() == 7.0  # nothing changed: nothing copied
+        assert copies == []
+        rows[1].add_(1.0)  # changed in place: its version moved, so it is copied again
+        assert step(x, rows).item() == 9.0 and len(copies) == 1
+        assert step(x + 1, rows).item() == 12.0 and len(copies) == 2  # a new tensor
+    assert len({c for c in calls}) == 1  # every call read the same static buffers
+
+
+def test_captured_keys_signatures_and_runs_eagerly_past_max_graphs():
+    step = _static_path(lambda x: x * 2, max_graphs=2)
+    for n in (1, 2, 3, 2):
+        assert torch.equal(step(torch.ones(n)), torch.full((n,), 2.0))
+    assert len(step._statics) == 2  # shapes (1,) and (2,); (3,) ran eagerly
+
+
+def test_capture_and_release_methods_wrap_from_outside():
+    class Agent:
+        def __init__(self):
+            self.generator = torch.Generator()
+
+        def act(self, obs, eps):
+            return obs + eps
+
+    agent = capture_methods(Agent(), CPU, "auto", act=lambda *_: [])
+    assert isinstance(agent.act, Captured) and agent.act.name == "agent act"
+    assert torch.equal(agent.act(torch.zeros(2), 1.5), torch.full((2,), 1.5, dtype=torch.float64))
+    release_methods(agent, "gradients are all-reduced")
+    assert graph_status(agent) == {"act": "eager (gradients are all-reduced)"}
+    with pytest.raises(ValueError, match="graph='of'"):
+        capture_methods(Agent(), CPU, "of", act=())
+
+
 # ---------------------------------------------------------------------- GPU only
 gpu = pytest.mark.gpu
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm GPU")
@@ -82,6 +160,7 @@ needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CU
 def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
     """Two identical DQN agents and buffers on the GPU, one graphed, one eager."""
     from rlamd.agents.dqn import DQN, DQNConfig
+    from rlamd.algos.dqn import capture_dqn
     from rlamd.bench.learner import filled_replay
     from rlamd.precision import Precision
 
@@ -90,7 +169,10 @@ def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
     for mode in ("on", "off"):
         torch.manual_seed(0)
         cfg = DQNConfig(batch_size=64, target_update_interval=interval)
-        agent = DQN(cfg, (4, 84, 84), 4, dev, Precision(precision, dev), seed=0, graph=mode)
+        agent = DQN(
+            cfg, (4, 84, 84), 4, dev, Precision(precision, dev), seed=0, capturable=mode == "on"
+        )
+        agent = capture_dqn(agent, mode)
         buf = filled_replay(dev, 2048, prioritized=prioritized, steps=60)
         out.append((agent, buf))
     return out
@@ -139,8 +221,8 @@ def test_dqn_graph_and_eager_learn_give_the_same_parameters(precision, prioritiz
         beta = 0.4 + 0.05 * i
         ga.learn(gbuf, 64, beta)
         ea.learn(ebuf, 64, beta)
-    assert ga._learn_step.captured, ga.graph_status
-    assert not ea._learn_step.captured
+    assert ga.learn_step.captured, graph_status(ga)
+    assert not ea.learn_step.captured
     assert ga.updates == ea.updates == 12
     for a, b in zip(
         [*ga.q.parameters(), *ga.target.parameters()],
@@ -172,7 +254,7 @@ def test_dqn_graph_learn_and_act_replay_without_a_host_sync():
             agent.act(obs, 0.1)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert agent._learn_step.captured and all(s.captured for _, s in agent._act_steps.values())
+    assert agent.learn_step.captured and agent.act.captured
 
 
 @gpu
@@ -182,30 +264,30 @@ def test_dqn_graph_act_matches_eager_act():
     obs = torch.randint(0, 255, (16, 4, 84, 84), dtype=torch.uint8, device="cuda")
     for eps in (0.0, 0.3, 0.3, 0.3, 0.3, 1.0, 0.05):
         assert torch.equal(ga.act(obs, eps).clone(), ea.act(obs, eps))
-    assert all(s.captured for _, s in ga._act_steps.values())
+    assert ga.act.captured
 
 
 @gpu
 @needs_gpu
 def test_ppo_graph_and_eager_minibatch_updates_agree():
     from rlamd.agents.ppo import PPO, PPOConfig, Rollout
+    from rlamd.algos.ppo import capture_ppo
     from rlamd.precision import Precision
 
     dev = torch.device("cuda", 0)
     agents = []
     for mode in ("on", "off"):
         torch.manual_seed(0)
-        agents.append(
-            PPO(
-                PPOConfig(num_steps=32),
-                (4, 84, 84),
-                4,
-                dev,
-                Precision("fp32", dev),
-                seed=0,
-                graph=mode,
-            )
+        agent = PPO(
+            PPOConfig(num_steps=32),
+            (4, 84, 84),
+            4,
+            dev,
+            Precision("fp32", dev),
+            seed=0,
+            capturable=mode == "on",
         )
+        agents.append(capture_ppo(agent, mode))
     g = torch.Generator(device=dev).manual_seed(1)
     ro = Rollout(32, 8, (4, 84, 84), torch.uint8, dev)
     for rollout in range(2):
@@ -216,14 +298,13 @@ def test_ppo_graph_and_eager_minibatch_updates_agree():
             agent.set_progress(0.1 * rollout)
             agent.update(ro, torch.zeros(8, device=dev))
     graphed, eager = agents
-    assert graphed._mb_step.captured and graphed.updates == eager.updates == 32
+    assert graphed.minibatch_step.captured and graphed.updates == eager.updates == 32
     for a, b in zip(graphed.params, eager.params, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
     for _ in range(5):  # the acting graphs' warm-up and capture (sampled and greedy)
         graphed.act(ro.obs[0])
         graphed.act(ro.obs[1], greedy=True)
-    assert len(graphed._act_steps) == 2
-    assert all(step.captured for _, step in graphed._act_steps.values())
+    assert len(graphed.act._statics) == 2 and graphed.act.captured
     a_g, logp_g, v_g = (t.clone() for t in graphed.act(ro.obs[1], greedy=True))
     a_e, logp_e, v_e = eager.act(ro.obs[1], greedy=True)
     assert torch.equal(a_g, a_e)

@@ -7,8 +7,8 @@ import torch
 
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.collector import Collector
+from rlamd.config.sections import RunConfig
 from rlamd.envs import make_env
-from rlamd.runconfig import RunConfig
 
 
 def test_send_then_recv_is_the_same_step_as_step():

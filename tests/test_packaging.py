@@ -150,7 +150,7 @@ def test_wheel_in_a_fresh_venv_trains_evaluates_and_runs_the_doctor(tmp_path):
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc.stdout
 
-    where = run("-c", "import rlamd.train, rlamd.distributed.config; print(rlamd.__file__)")
+    where = run("-c", "import rlamd.train, rlamd.distributed.plan; print(rlamd.__file__)")
     assert where.strip().startswith(str(site))
     run("-m", "rlamd.train", "cartpole", "--steps", "2000", "--run-name", "w")
     result = run("-m", "rlamd.evaluate", "w", "--episodes", "2", "--json")

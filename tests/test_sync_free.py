@@ -54,37 +54,47 @@ def test_the_check_catches_a_host_read(monkeypatch):
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("prioritized", [True, False])
 def test_dqn_learn_step_and_acting_read_nothing_back(monkeypatch, precision, prioritized):
+    """The whole learn call a training run makes (capture wrapper on its static-buffer
+    path, the host bookkeeping, the target copy when due) and acting."""
     from rlamd.agents.dqn import DQN, DQNConfig
+    from rlamd.algos.dqn import capture_dqn
     from rlamd.precision import Precision
 
     buf = _replay(prioritized)
-    agent = DQN(DQNConfig(batch_size=32), (4, 84, 84), 4, CPU, Precision(precision, CPU))
+    cfg = DQNConfig(batch_size=32, target_update_interval=2)
+    agent = capture_dqn(DQN(cfg, (4, 84, 84), 4, CPU, Precision(precision, CPU)), "auto")
+    agent.learn_step.capture = agent.act.capture = True  # the path a GPU captures
     agent.learn(buf, 32, 0.5)  # lazy state (optimizer moments) outside the check
     obs = torch.randint(0, 255, (4, 4, 84, 84), dtype=torch.uint8)
+    agent.act(obs, 0.1)
     before = [p.clone() for p in agent.q.parameters()]
     with _no_host_reads(monkeypatch):
-        # What a GPU captures: beta and epsilon as the device tensors the graphs read.
-        agent._learn_body(buf, 32, prioritized)
-        agent._act_body(obs, agent._epsilon)
+        agent.learn(buf, 32, 0.6)  # update 2: the target copy runs too
+        agent.act(obs, 0.2)
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.q.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(agent.q.parameters(), agent.target.parameters(), strict=True)
+    )
 
 
 def test_ppo_minibatch_step_and_acting_read_nothing_back(monkeypatch):
     from rlamd.agents.ppo import PPO, PPOConfig, Rollout
+    from rlamd.algos.ppo import capture_ppo
     from rlamd.precision import Precision
 
-    agent = PPO(
-        PPOConfig(num_steps=16, num_minibatches=4), (4, 84, 84), 4, CPU, Precision("fp32", CPU)
-    )
+    cfg = PPOConfig(num_steps=16, num_minibatches=4)
+    agent = capture_ppo(PPO(cfg, (4, 84, 84), 4, CPU, Precision("fp32", CPU)), "auto")
+    agent.minibatch_step.capture = agent.act.capture = True  # the path a GPU captures
     ro = Rollout(16, 4, (4, 84, 84), torch.uint8, CPU)
     g = torch.Generator().manual_seed(0)
     ro.obs.random_(0, 255, generator=g)
     ro.rewards.normal_(generator=g)
     ro.actions.random_(0, 4, generator=g)
-    agent.update(ro, torch.zeros(4))  # builds the static rows and the minibatch step
-    agent._static.counter.zero_()  # the first minibatch of an epoch again
+    agent.update(ro, torch.zeros(4))  # lazy state outside the check
     before = [p.clone() for p in agent.params]
+    rows = agent.flatten(ro, torch.zeros(4))
     with _no_host_reads(monkeypatch):
-        agent._minibatch_step()
-        agent._act_body(ro.obs[0], False)
+        agent.learn(rows)  # every epoch and minibatch (no target_kl: no read per epoch)
+        agent.act(ro.obs[0])
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.params, strict=True))

@@ -18,11 +18,12 @@ import torch
 
 from rlamd.device import describe_device
 from rlamd.envs import Step, VecEnv
+from rlamd.graphs import graphs_enabled
 from rlamd.precision import Precision, resolve_precision
 
 if TYPE_CHECKING:
     from rlamd.collector import Collector
-    from rlamd.runconfig import RunConfig
+    from rlamd.config.sections import RunConfig
 
 __all__ = [
     "Agent",
@@ -56,6 +57,8 @@ class Loop(Protocol):
     """A single-process training loop: collect, store, learn."""
 
     step: int
+    learning_starts: int
+    """Env steps before the first update (for the CPU forecast)."""
 
     def iterate(self) -> list[Step]:
         """One vector step (off-policy) or one rollout and its update (on-policy)."""
@@ -117,6 +120,11 @@ class Algorithm(Protocol):
     presets: dict[str, dict[str, dict[str, Any]]]
     """Env family -> {section: {key: value}}, what differs from the dataclass defaults."""
 
+    def check(self, cfg: RunConfig) -> None:
+        """Refuse settings this algorithm cannot run with (``ConfigError``, one line);
+        ``rlamd.config.checks.check_run`` calls it, so no check branches on the name."""
+        ...
+
     def build_agent(
         self, cfg: RunConfig, device: torch.device, env: VecEnv, log: Any = None
     ) -> Agent:
@@ -150,10 +158,14 @@ def obs_info(env: VecEnv) -> tuple[tuple[int, ...], torch.dtype, int]:
 
 
 def build_learner(
-    kind: type, settings: Any, cfg: RunConfig, device: torch.device, env: VecEnv, log: Any = None
+    kind: type, settings: Any, cfg: RunConfig, device: torch.device, env: VecEnv
 ) -> Any:
     """``kind(settings, obs_shape, num_actions, device, precision, ...)`` for the run: the
-    agents (DQN, PPO) take the same injected pieces (docs/ARCHITECTURE.md, Layers)."""
+    agents (DQN, PPO) take the same injected pieces (docs/ARCHITECTURE.md, Layers).
+
+    The optimizer is made capturable when ``--graph`` will capture the agent's steps,
+    which the algorithm then wraps with :func:`rlamd.graphs.capture_methods`.
+    """
     mode = resolve_precision(cfg.train.precision, device, describe_device(device).bf16)
     precision = Precision(
         mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
@@ -167,6 +179,5 @@ def build_learner(
         precision,
         seed=train.seed,
         compile=train.compile,
-        graph=train.graph,
-        log=log,
+        capturable=graphs_enabled(train.graph, device),
     )

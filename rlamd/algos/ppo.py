@@ -9,21 +9,32 @@ iteration's rows, gradients all-reduced), and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
 from rlamd.agents.ppo import PPO, PPORows
+from rlamd.config.errors import bad_setting
+from rlamd.config.layout import divisors, envs_per_learner, learners, where_envs
 from rlamd.envs import Step, VecEnv
+from rlamd.graphs import capture_methods
 from rlamd.loops import OnPolicyLoop
 
 from .base import Policy, build_learner
 
 if TYPE_CHECKING:
     from rlamd.collector import Collector
-    from rlamd.runconfig import RunConfig
+    from rlamd.config.sections import RunConfig
 
-__all__ = ["PPO_ALGORITHM", "PPOAlgorithm", "RolloutRows", "RowsLearner"]
+__all__ = [
+    "PPO_ALGORITHM",
+    "PPOAlgorithm",
+    "RolloutRows",
+    "RowsLearner",
+    "capture_ppo",
+    "check_ppo",
+]
 
 
 class RolloutRows:
@@ -63,6 +74,96 @@ class RowsLearner:
         return {}
 
 
+def minibatches_split_evenly(cfg: Any) -> None:
+    """PPO: one rollout (per learner) splits into ``num_minibatches`` equal, non-empty parts.
+
+    A remainder would be dropped from every epoch, and a minibatch of one row has no
+    standard deviation to normalise advantages with (``norm_adv``).
+    """
+    p, L = cfg.ppo, learners(cfg)
+    rows = p.num_steps * envs_per_learner(cfg)
+    smallest = 2 if p.norm_adv and L == 1 else 1
+    if rows % p.num_minibatches == 0 and rows // p.num_minibatches >= smallest:
+        return
+    ok = divisors(rows, smallest)
+    close = min(ok, key=lambda k: (abs(k - p.num_minibatches), -k)) if ok else None
+    learner = " per learner" if L > 1 else ""
+    raise bad_setting(
+        "ppo",
+        "num_minibatches",
+        p.num_minibatches,
+        f"a divisor of {rows} up to {max(ok) if ok else 1}",
+        why=f"a rollout of ppo.num_steps={p.num_steps} x {where_envs(cfg)} = {rows} rows"
+        f"{learner} does not split into {p.num_minibatches} equal minibatches of "
+        f"{smallest} or more",
+        close=str(close) if close is not None else None,
+    )
+
+
+def steps_cover_a_rollout(cfg: Any) -> None:
+    """PPO: the run is at least one rollout long (it learns once per rollout)."""
+    envs = (
+        cfg.ray.num_rollout_workers * cfg.ray.envs_per_worker
+        if cfg.ray.enabled
+        else cfg.train.num_envs
+    )
+    rollout = cfg.ppo.num_steps * envs
+    if cfg.train.steps < rollout:
+        where = (
+            f"{cfg.ray.num_rollout_workers} workers x {cfg.ray.envs_per_worker} envs"
+            if cfg.ray.enabled
+            else f"{envs} envs"
+        )
+        raise bad_setting(
+            "train",
+            "steps",
+            cfg.train.steps,
+            f"an integer >= {rollout}",
+            why=f"less than one PPO rollout of ppo.num_steps={cfg.ppo.num_steps} x {where}",
+        )
+
+
+def workers_split_over_learners(cfg: Any) -> None:
+    """Ray: each PPO learner takes the rollouts of an equal number of workers."""
+    W, L = cfg.ray.num_rollout_workers, learners(cfg)
+    if W % L:
+        up = -(-W // L) * L
+        raise bad_setting(
+            "ray",
+            "num_rollout_workers",
+            W,
+            f"a multiple of ray.num_learners={L}",
+            why="each PPO learner takes the rollouts of an equal number of workers",
+            close=str(up),
+        )
+
+
+CHECKS: dict[str, Callable[[Any], None]] = {
+    "workers_split_over_learners": workers_split_over_learners,
+    "minibatches_split_evenly": minibatches_split_evenly,
+    "steps_cover_a_rollout": steps_cover_a_rollout,
+}
+"""This algorithm's checks of a run's settings, by name, in the order they run."""
+
+
+def check_ppo(cfg: Any) -> None:
+    """What PPO needs of a run's settings (``rlamd.config.checks.check_run`` calls it):
+    workers that split evenly over Ray learners, a rollout (per learner) that splits into
+    equal minibatches, and a run at least one rollout long.
+
+    Raises:
+        ConfigError: the first setting that breaks a rule, in the one-line shape.
+    """
+    for check in CHECKS.values():
+        check(cfg)
+
+
+def capture_ppo(agent: PPO, mode: str, log=None) -> PPO:
+    """The one site where PPO's steps (``act``, ``minibatch_step``) become CUDA/HIP
+    graphs, where ``mode`` (``--graph``) captures on the agent's device; returns ``agent``."""
+    return capture_methods(agent, agent.device, mode, log, act=[agent.generator], minibatch_step=())
+
+
 class PPOAlgorithm:
     """PPO (``--algo ppo``): see :mod:`rlamd.agents.ppo` for the update."""
 
@@ -81,8 +182,13 @@ class PPOAlgorithm:
         },
     }
 
+    def check(self, cfg: RunConfig) -> None:
+        check_ppo(cfg)
+
     def build_agent(self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None) -> PPO:
-        return build_learner(PPO, cfg.ppo, cfg, device, env, log)
+        """The agent, its ``act`` and ``minibatch_step`` captured as graphs where
+        ``--graph`` says so (eager elsewhere: the same functions)."""
+        return capture_ppo(build_learner(PPO, cfg.ppo, cfg, device, env), cfg.train.graph, log)
 
     def policy(self, agent: PPO, cfg: RunConfig, epsilon: float | None = None) -> Policy:
         return lambda obs: agent.act(obs)[0]

@@ -30,8 +30,8 @@ def _member(rank: int, world: int, sizes: list[int], iters: int) -> list[tuple[i
 def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[list, str]:
     import ray
 
+    from rlamd.config.sections import RunConfig
     from rlamd.distributed.driver import _RayLearner
-    from rlamd.runconfig import RunConfig
 
     sections = RunConfig.from_dict(
         {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}

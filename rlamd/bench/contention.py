@@ -83,8 +83,8 @@ def _rlamd_iterate(algo: str, env_name: str, num_envs: int, threads: int | None,
     from rlamd.agents.dqn import DQNConfig
     from rlamd.algos import build_agent, get_algorithm
     from rlamd.collector import Collector
+    from rlamd.config.sections import RunConfig, TrainConfig
     from rlamd.envs import make_env
-    from rlamd.runconfig import RunConfig, TrainConfig
 
     device = torch.device("cpu")
     env = make_env(env_name, num_envs=num_envs, threads=threads)

@@ -109,7 +109,7 @@ class _LearnerBench:
     repeats: int
     g: torch.Generator
     warm: int = 5
-    """Calls before timing: > GraphStep's warm-up, so graphs are captured first."""
+    """Calls before timing: > the capture's warm-up, so graphs are captured first."""
     figures: list[Figure] = field(default_factory=list)
     rows: list[tuple[str, ...]] = field(default_factory=list)
     costs: list[tuple[str, ...]] = field(default_factory=list)
@@ -122,17 +122,18 @@ class _LearnerBench:
         self.costs.append((label, precision, str(batch), graph, *c.cells()))
 
     def dqn_update(self, precision: str, batch: int) -> None:
-        """DQN updates/s on one synthetic batch already on the device (``agent.update``)."""
+        """DQN updates/s on one synthetic batch already on the device (``agent.update_on``:
+        the learn step without sampling and priorities)."""
         from rlamd.agents.dqn import DQN, DQNConfig
         from rlamd.precision import Precision
 
         device = self.device
-        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device), graph="off")
+        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device))
         b = _dqn_batch(batch, device, self.g)
         f = measure(
             f"learner/dqn/{precision}/b{batch}",
             "updates/s",
-            _repeat(lambda: agent.update(b), self.iters),
+            _repeat(lambda: agent.update_on(b), self.iters),
             repeats=self.repeats,
             device=device,
             precision=precision,
@@ -144,10 +145,23 @@ class _LearnerBench:
     def dqn_learn(self, precision: str, batch: int, mode: str, buf) -> None:
         """The DQN learn step from the prioritized replay ``buf`` (``agent.learn``)."""
         from rlamd.agents.dqn import DQN, DQNConfig
+        from rlamd.algos.dqn import capture_dqn
+        from rlamd.graphs import graphs_enabled
         from rlamd.precision import Precision
 
         device = self.device
-        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device), graph=mode)
+        capturable = graphs_enabled(mode, device)
+        agent = capture_dqn(
+            DQN(
+                DQNConfig(),
+                (4, 84, 84),
+                4,
+                device,
+                Precision(precision, device),
+                capturable=capturable,
+            ),
+            mode,
+        )
         for _ in range(self.warm):
             agent.learn(buf, batch, 0.5)
         f = measure(
@@ -159,7 +173,7 @@ class _LearnerBench:
             precision=precision,
             batch=batch,
             graph=mode,
-            captured=bool(agent._learn_step and agent._learn_step.captured),
+            captured=agent.learn_step.captured,
         )
         self.figures.append(f)
         self.rows.append(
@@ -172,11 +186,17 @@ class _LearnerBench:
     def ppo_minibatch(self, precision: str, mode: str, mb: int) -> None:
         """PPO minibatch updates/s on ``mb`` synthetic rows (one epoch, one minibatch)."""
         from rlamd.agents.ppo import PPO, PPOConfig
+        from rlamd.algos.ppo import capture_ppo
+        from rlamd.graphs import graphs_enabled
         from rlamd.precision import Precision
 
         device = self.device
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        agent = PPO(cfg, (4, 84, 84), 4, device, Precision(precision, device), graph=mode)
+        capturable = graphs_enabled(mode, device)
+        agent = capture_ppo(
+            PPO(cfg, (4, 84, 84), 4, device, Precision(precision, device), capturable=capturable),
+            mode,
+        )
         rows_ = _ppo_rows(mb, device, self.g)
         for _ in range(self.warm):
             agent.learn(rows_)

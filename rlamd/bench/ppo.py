@@ -25,9 +25,9 @@ GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
 def _rlamd_loop(num_envs: int, precision: str, device: torch.device):
     from rlamd.algos import build_agent
     from rlamd.collector import Collector
+    from rlamd.config.sections import RunConfig, TrainConfig
     from rlamd.envs import make_env
     from rlamd.loops import OnPolicyLoop
-    from rlamd.runconfig import RunConfig, TrainConfig
 
     env = make_env(GAME, num_envs=num_envs)
     train = TrainConfig(

@@ -28,7 +28,7 @@ ENCODINGS = ("stacks", "frames")
 
 
 def _sections(game: str, envs: int, chunk: int, workers: int, frames: bool):
-    from rlamd.runconfig import RunConfig
+    from rlamd.config.sections import RunConfig
 
     return RunConfig.from_dict(
         {

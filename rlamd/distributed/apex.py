@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from rlamd.runconfig import RunConfig
+from rlamd.config.sections import RunConfig
 
 from .host import DriverHost
 

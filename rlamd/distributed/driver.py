@@ -24,7 +24,6 @@ all-reduce every minibatch update; learner 0's weights go out once per iteration
 from __future__ import annotations
 
 import os
-import socket
 import time
 import warnings
 from typing import Any
@@ -37,12 +36,12 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.algos.base import Policy
-from rlamd.config import ConfigError
-from rlamd.runconfig import RunConfig
+from rlamd.config.sections import RunConfig
 
 from .apex import ApexDriver
-from .config import (
-    ClusterFitError,
+from .cluster import alive_nodes, connect, nodes, wait_placed
+from .cluster import where as _where
+from .plan import (
     LearnerFailed,
     WorkersFailed,
     fmt_resources,
@@ -59,88 +58,6 @@ DRIVERS: dict[str, type] = {"dqn": ApexDriver, "ppo": SyncPPODriver}
 
 _WORKER_LOST = (RayActorError, ActorUnavailableError)
 """What a call to a rollout worker raises when the worker died (Ray restarts it)."""
-
-
-# ---------------------------------------------------------------------- cluster
-def _check_reachable(address: str) -> None:
-    """Fail in seconds, not minutes, when nothing listens at a ``host:port`` address
-    (Ray itself keeps retrying an unreachable head for several minutes)."""
-    host, sep, port = address.rpartition(":")
-    if "://" in address or not sep or not port.isdigit():
-        return  # "auto", ray:// client addresses: Ray checks those itself
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ConfigError(
-            f"nothing answers at --ray-address {address} ({exc.strerror or exc}); is the head "
-            "running (`ray start --head --port PORT`) and the port open from here?"
-        ) from exc
-
-
-def connect(address: str | None, needed_cpus: float, log) -> str:
-    """Join ``address`` (or RAY_ADDRESS, or a running cluster), else start a local one.
-
-    A local cluster started here gets at least ``needed_cpus`` logical CPUs, so a laptop
-    can run every actor (oversubscribed, and said so).
-    """
-    if ray.is_initialized():
-        return "already connected"
-    env = {"RAY_DEDUP_LOGS": "1"}
-    for k, v in env.items():
-        os.environ.setdefault(k, v)
-    if address and address != "local":
-        _check_reachable(address)
-        try:
-            ray.init(address=address, log_to_driver=True)
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise ConfigError(
-                f"could not join the Ray cluster at --ray-address {address!r}: {str(exc).splitlines()[0]}. "
-                "Start one with `ray start --head`, give the head's host:port, or leave --ray-address "
-                "out to join RAY_ADDRESS / a running cluster or else start a local one"
-            ) from exc
-        return f"joined {address}"
-    if address is None:
-        try:  # RAY_ADDRESS (set in `ray job submit` jobs), else a cluster started on this node
-            ray.init(address=None if os.environ.get("RAY_ADDRESS") else "auto", log_to_driver=True)
-            return "joined the running cluster"
-        except (ConnectionError, RuntimeError, ValueError):
-            pass
-    cores = os.cpu_count() or 1
-    cpus = max(cores, int(needed_cpus + 0.999))
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True)
-    note = f" (more than this machine's {cores} cores: actors share them)" if cpus > cores else ""
-    log(f"rlamd: started a local Ray cluster with {cpus} CPUs{note}")
-    return "local"
-
-
-def _nodes() -> list[dict[str, float]]:
-    return [dict(n["Resources"]) for n in ray.nodes() if n.get("Alive")]
-
-
-def _alive_nodes() -> dict[str, str]:
-    """Node id -> address of every alive node."""
-    return {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
-
-
-def _wait_placed(group, what: str, timeout: float, layout: dict) -> None:
-    ready, _ = ray.wait([group.ready()], timeout=timeout)
-    if not ready:
-        remove_placement_group(group)
-        raise ClusterFitError(
-            f"Ray could not place the {what} within {timeout:g} s: asked for {layout['asked']}; "
-            f"{layout['where']}, of which {fmt_resources(ray.available_resources())} is free now "
-            "(other jobs may hold the rest). Raise ray.placement_timeout_s or free resources"
-        )
-
-
-def _where() -> dict:
-    """The calling actor's node, address, pid and Ray GPU ids (for the logged layout)."""
-    return {
-        "node": ray.get_runtime_context().get_node_id(),
-        "ip": ray.util.get_node_ip_address(),
-        "pid": os.getpid(),
-        "gpus": [str(g) for g in ray.get_gpu_ids()],
-    }
 
 
 @ray.remote
@@ -174,7 +91,7 @@ class RayEngine:
         self.algo = get_algorithm(cfg.train.algo)
         driver_cls = DRIVERS[self.algo.name]
         # The layout's own rules (workers per learner, batch shares) were checked with the
-        # settings (rlamd.rules), before anything started.
+        # settings (rlamd.config.checks), before anything started.
         W, L = self.rc.num_rollout_workers, self.rc.num_learners
         self.device = torch.device("cpu")
         """The driver's own device (it evaluates a CPU copy of the policy)."""
@@ -197,7 +114,7 @@ class RayEngine:
         """Payloads dropped: a worker died with them, or their node left before a learner took them."""
         self.lost_nodes = 0
         """Nodes that left the cluster during the run (their actors were lost with them)."""
-        self._nodes = _alive_nodes()
+        self._nodes = alive_nodes()
         self._down: set[int] = set()
         self._incarnation: dict[int, int] = {}
         self.updates = int(agent_state.get("updates", 0)) if agent_state else 0
@@ -213,14 +130,14 @@ class RayEngine:
     def _place(self, agent_state: dict | None, algo_lines: list[str]) -> None:
         """Start the learners and workers in placement groups, join and load the learners."""
         rc = self.rc
-        layout = plan_layout(rc, _nodes())
+        layout = plan_layout(rc, nodes())
         spec = learner_device_spec(self.train.device, layout["gpus"])
         lg = placement_group([layout["learner"]] * rc.num_learners, strategy="PACK")
         self.groups.append(lg)
-        _wait_placed(lg, "learners", rc.placement_timeout_s, layout)
+        wait_placed(lg, "learners", rc.placement_timeout_s, layout)
         wg = placement_group([layout["worker"]] * rc.num_rollout_workers, strategy="SPREAD")
         self.groups.append(wg)
-        _wait_placed(wg, "rollout workers", rc.placement_timeout_s, layout)
+        wait_placed(wg, "rollout workers", rc.placement_timeout_s, layout)
         W, L, E = rc.num_rollout_workers, rc.num_learners, rc.envs_per_worker
         tag = os.urandom(3).hex()  # actor names: rlamd-learner-R-TAG, rlamd-worker-W-TAG
         for r in range(L):
@@ -330,7 +247,7 @@ class RayEngine:
 
     def check_nodes(self) -> None:
         """Count and log the nodes that left the cluster since the last look."""
-        alive = _alive_nodes()
+        alive = alive_nodes()
         for node, ip in self._nodes.items():
             if node not in alive:
                 self.lost_nodes += 1

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rlamd.distributed.config import RayConfig
-from rlamd.runconfig import RunConfig, TrainConfig
+from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
 
 __all__ = ["DriverHost"]
 

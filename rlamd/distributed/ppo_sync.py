@@ -8,7 +8,7 @@ every minibatch update; learner 0's weights go out once per iteration.
 
 from __future__ import annotations
 
-from rlamd.runconfig import RunConfig
+from rlamd.config.sections import RunConfig
 
 from .host import DriverHost
 

@@ -24,11 +24,12 @@ import torch
 
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.collector import Collector
+from rlamd.config.sections import RunConfig
 from rlamd.device import describe_device, ray_learner_device, resolve_device
 from rlamd.engine import device_memory_mb
 from rlamd.envs import make_env
+from rlamd.graphs import release_methods
 from rlamd.precision import configure_tf32
-from rlamd.runconfig import RunConfig
 from rlamd.threads import ThreadPlan, apply_threads, plan_threads, ray_cpus
 from rlamd.threads import describe as describe_threads
 
@@ -79,7 +80,7 @@ class RolloutWorker:
         )
         self.agent = build_agent(cfg, device, self.env)
         seed = train.seed + 1_000 * (index + 1)
-        if reconstructed:  # a new seed below ALE's limit of 2**31 (rlamd.rules.seed_range)
+        if reconstructed:  # a new seed below ALE's limit of 2**31 (rlamd.config.checks.seed_range)
             limit = 2**31 - 1 - cfg.ray.envs_per_worker
             seed = (seed + int.from_bytes(os.urandom(4), "little")) % limit
         self.collector = Collector(self.env, device, seed=seed)
@@ -196,9 +197,11 @@ class Learner:
         return str(self.device)
 
     def attach(self, sync: Any) -> None:
-        """Average gradients and batch statistics through ``sync`` (a GradSync)."""
+        """Average gradients and batch statistics through ``sync`` (a GradSync); the
+        learn steps then run eagerly (an all-reduce inside a graph is not captured)."""
         self.sync = self.agent.sync = sync
         self.agent.precision.grad_sync = sync.grads
+        release_methods(self.agent, "gradients are all-reduced between learners")
 
     def describe(self) -> dict:
         """Where this learner runs (for the logged cluster layout)."""

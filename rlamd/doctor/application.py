@@ -98,7 +98,7 @@ def _dqn_update(dev: torch.device) -> str:
         torch.ones(n, device=dev),
         torch.arange(n, device=dev),
     )
-    agent.update(batch)
+    agent.update_on(batch)
     return "one DQN update (Nature CNN, batch 8)"
 
 

@@ -121,11 +121,12 @@ class ReplayBuffer:
         )
         return pos
 
-    def _draw(self, batch_size: int, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.sampler.sample(batch_size, self.generator, **kwargs)
-
-    def sample(self, batch_size: int, **kwargs) -> ReplayBatch:
+    def sample(self, batch_size: int, beta: float | torch.Tensor | None = None) -> ReplayBatch:
         """Draw ``batch_size`` transitions; no host synchronisation.
+
+        ``beta`` is the importance exponent of a prioritized replay (a float in [0, 1] or
+        a 0-d tensor, e.g. one a captured graph reads); uniform replay ignores it, so
+        every replay is sampled the same way.
 
         Raises:
             ValueError: ``batch_size`` < 1 or more than the transitions stored.
@@ -135,7 +136,7 @@ class ReplayBuffer:
                 f"cannot sample batch_size={batch_size}: the buffer holds {len(self)} "
                 f"sampleable transitions; accepted: 1 to {len(self)}"
             )
-        idx, weights = self._draw(batch_size, **kwargs)
+        idx, weights = self.sampler.sample(batch_size, self.generator, beta)
         st = self.storage
         win = st.window(idx)
         both = st.stacks(torch.cat([idx, win.next_index]))
@@ -149,6 +150,11 @@ class ReplayBuffer:
             indices=idx,
         )
 
+    def update_priorities(self, indices: torch.Tensor, priorities: torch.Tensor) -> None:
+        """Set new priorities (e.g. ``|TD error|``) for sampled ``indices``; uniform replay
+        keeps none, so there it does nothing (every replay is updated the same way)."""
+        self.sampler.update(indices, priorities)
+
     def nbytes_per_transition(self) -> float:
         """Device bytes per stored transition (storage plus sampler trees), by
         :func:`~rlamd.replay.sizes.bytes_per_transition`."""
@@ -158,7 +164,7 @@ class ReplayBuffer:
             st.obs_dtype,
             st.frame_stack,
             st.num_actions,
-            prioritized=hasattr(self.sampler, "min_tree"),
+            prioritized=self.sampler.prioritized,
             capacity=self.capacity,
         )
 
@@ -176,7 +182,7 @@ class ReplayBuffer:
             self.sampler.load_state_dict(state["sampler"])
             self.generator.set_state(state["generator"])
         else:
-            self.sampler = self._make_sampler(self.sampler.tree.backend)
+            self.sampler = self._make_sampler(self.sampler.backend.name)
 
 
 class PrioritizedReplayBuffer(ReplayBuffer):
@@ -209,7 +215,3 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         """As :meth:`ReplayBuffer.sample`; ``beta`` a float in [0, 1] or a 0-d device
         tensor (read on the device, e.g. annealed inside a captured graph)."""
         return super().sample(batch_size, beta=beta)
-
-    def update_priorities(self, indices: torch.Tensor, priorities: torch.Tensor) -> None:
-        """Set new priorities (e.g. ``|TD error|``) for sampled ``indices``."""
-        self.sampler.update(indices, priorities)

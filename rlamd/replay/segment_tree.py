@@ -11,7 +11,8 @@ Level ``l`` holds ``k**l`` nodes starting at ``(k**l - 1) / (k - 1)``; node ``i`
 needs only ``ceil(log_k(capacity))`` levels: 4 for 2**20 leaves, so a batched descent
 is 4 gathers for the whole batch.
 
-Three implementations share the layout and the arithmetic:
+Three backends share the layout and the arithmetic (:mod:`rlamd.replay.backends`, one
+class each with the same methods, chosen once per tree):
 
 * ``torch`` -- plain tensor ops on any device, no host synchronisation; the reference;
 * ``numba`` -- compiled loops for CPU tensors (zero-copy numpy views), several times
@@ -44,17 +45,13 @@ import os
 import numpy as np
 import torch
 
+from .backends import get_backend
+from .numba_kernels import HAVE_NUMBA
+
 __all__ = ["SegmentTree", "resolve_backend", "triton_unusable"]
 
 _BACKENDS = ("auto", "torch", "numba", "triton")
 _log = logging.getLogger(__name__)
-
-try:  # numba is a runtime dependency; its absence only costs CPU speed.
-    from numba import njit
-
-    _HAVE_NUMBA = True
-except ImportError:  # pragma: no cover
-    _HAVE_NUMBA = False
 
 
 @functools.cache
@@ -138,13 +135,13 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         raise ValueError(f"backend={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
     if backend == "auto":
         if device.type == "cpu":
-            return "numba" if _HAVE_NUMBA else "torch"
+            return "numba" if HAVE_NUMBA else "torch"
         reason = triton_unusable(device)
         if reason is None:
             return "triton"
         _warn_no_triton(reason)
         return "torch"
-    if backend == "numba" and (device.type != "cpu" or not _HAVE_NUMBA):
+    if backend == "numba" and (device.type != "cpu" or not HAVE_NUMBA):
         raise ValueError("backend='numba' needs numba installed and a CPU tree")
     if backend == "triton":
         reason = triton_unusable(device)
@@ -154,112 +151,6 @@ def resolve_backend(backend: str, device: torch.device) -> str:
                 "accepted: 'torch' or 'auto' there"
             )
     return backend
-
-
-if _HAVE_NUMBA:
-
-    @njit(cache=True, nogil=True)
-    def _nb_write(tree, offsets, arity, depth, idx, values, is_min):  # pragma: no cover
-        leaf = offsets[depth]
-        for b in range(idx.shape[0]):
-            tree[leaf + idx[b]] = -np.inf
-        for b in range(idx.shape[0]):
-            j = leaf + idx[b]
-            if values[b] > tree[j]:
-                tree[j] = values[b]
-        for b in range(idx.shape[0]):
-            node = idx[b]
-            for level in range(depth - 1, -1, -1):
-                node //= arity
-                first = offsets[level + 1] + node * arity
-                if is_min:
-                    m = tree[first]
-                    for c in range(1, arity):
-                        if tree[first + c] < m:
-                            m = tree[first + c]
-                    tree[offsets[level] + node] = m
-                else:  # float64 accumulation, one rounding: the backends' shared rule
-                    acc = 0.0
-                    for c in range(arity):
-                        acc += np.float64(tree[first + c])
-                    tree[offsets[level] + node] = acc
-
-    @njit(cache=True, nogil=True, inline="always")
-    def _nb_descend_one(tree, offsets, arity, depth, x):  # pragma: no cover
-        x = np.float64(x)
-        node = 0
-        for level in range(1, depth + 1):
-            first = offsets[level] + node * arity
-            chosen = -1
-            last = arity - 1
-            acc = 0.0
-            last_ex = 0.0
-            for c in range(arity):
-                v = tree[first + c]
-                if v > 0.0:  # adding an empty child leaves the running sum as it is
-                    nxt = acc + v
-                    if x < nxt:
-                        chosen = c
-                        break
-                    last = c
-                    last_ex = acc
-                    acc = nxt
-            if chosen < 0:  # rounding left x past the end: take the last positive child
-                chosen = last
-                acc = last_ex
-            x -= acc
-            node = node * arity + chosen
-        return node
-
-    @njit(cache=True, nogil=True)
-    def _nb_descend(tree, offsets, arity, depth, u, out):  # pragma: no cover
-        for b in range(u.shape[0]):
-            out[b] = _nb_descend_one(tree, offsets, arity, depth, u[b])
-
-    @njit(cache=True, nogil=True)
-    def _nb_stratified_sample(
-        sum_tree, min_tree, offsets, arity, depth, r, beta, out_idx, out_w
-    ):  # pragma: no cover
-        """Fused prioritized draw: stratified u, descent, importance weights."""
-        batch = r.shape[0]
-        total = np.float64(sum_tree[0])
-        p_min = np.float64(min_tree[0])
-        leaf = offsets[depth]
-        for b in range(batch):
-            u = (b + r[b]) * (total / batch)
-            hi = total * (1.0 - 1e-6)
-            if u > hi:
-                u = hi
-            i = _nb_descend_one(sum_tree, offsets, arity, depth, u)
-            out_idx[b] = i
-            out_w[b] = np.exp(-beta * np.log(np.float64(sum_tree[leaf + i]) / p_min))
-
-    @njit(cache=True, nogil=True)
-    def _nb_priority_update(
-        sum_tree, min_tree, offsets, arity, depth, idx, pr, alpha, eps, state
-    ):  # pragma: no cover
-        """Fused priority update; state = [max_priority, rejected]. Bad or retired
-        entries keep their current value; duplicates: the largest value wins."""
-        leaf = offsets[depth]
-        vals = np.empty(idx.shape[0], dtype=np.float32)
-        mins = np.empty(idx.shape[0], dtype=np.float32)
-        for b in range(idx.shape[0]):
-            j = leaf + idx[b]
-            p = np.float64(pr[b])
-            ok = np.isfinite(p) and p >= 0.0
-            if not ok:
-                state[1] += 1.0
-            if ok and sum_tree[j] > 0.0:
-                p = p + eps
-                if p > state[0]:
-                    state[0] = p
-                vals[b] = np.exp(alpha * np.log(p))
-                mins[b] = vals[b]
-            else:
-                vals[b] = sum_tree[j]
-                mins[b] = min_tree[j]
-        _nb_write(sum_tree, offsets, arity, depth, idx, vals, False)
-        _nb_write(min_tree, offsets, arity, depth, idx, mins, True)
 
 
 class SegmentTree:
@@ -304,7 +195,8 @@ class SegmentTree:
         self.levels = [
             self.flat[int(o) : int(o) + s] for o, s in zip(self.offsets, sizes, strict=True)
         ]
-        self._np = self.flat.numpy() if backend == "numba" else None
+        self.ops = get_backend(backend)
+        """The backend's operations (:mod:`rlamd.replay.backends`), chosen once."""
 
     @property
     def leaves(self) -> torch.Tensor:
@@ -329,26 +221,10 @@ class SegmentTree:
         """Write leaves ``idx`` (duplicates: the largest value wins) and repair ancestors."""
         idx = idx.reshape(-1).to(self.device, torch.long)
         values = values.reshape(-1).to(self.device, torch.float32)
-        if self.backend == "numba":
-            _nb_write(
-                self._np,
-                self.offsets,
-                self.arity,
-                self.depth,
-                idx.numpy(),
-                values.numpy(),
-                self.op == "min",
-            )
-            return
-        if self.backend == "triton":
-            from . import triton_trees
+        self.ops.set(self, idx, values)
 
-            if idx.numel() <= triton_trees.MAX_FUSED:
-                triton_trees.write(self, None, idx, values)
-            else:
-                self._write_leaves(idx, values)
-                triton_trees.rebuild(self)
-            return
+    def repair(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+        """The torch reference of :meth:`set`: leaf writes, then one gather per level."""
         self._write_leaves(idx, values)
         node = idx
         for level in range(self.depth - 1, -1, -1):
@@ -370,12 +246,7 @@ class SegmentTree:
         """
         if self.op != "sum":
             raise ValueError("find_prefix needs a sum tree")
-        u = u.reshape(-1).to(self.device, torch.float64)
-        if self.backend == "numba":
-            out = np.empty(u.shape[0], dtype=np.int64)
-            _nb_descend(self._np, self.offsets, self.arity, self.depth, u.numpy(), out)
-            return torch.from_numpy(out)
-        return self.descend(u)
+        return self.ops.find(self, u.reshape(-1).to(self.device, torch.float64))
 
     def descend(self, x: torch.Tensor) -> torch.Tensor:
         """The torch reference descent for float64 targets ``x`` (see the module notes)."""

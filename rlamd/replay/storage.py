@@ -28,7 +28,12 @@ import torch
 
 from .nstep import gamma_powers, nstep_window
 
-__all__ = ["TransitionStorage", "Window"]
+__all__ = [
+    "TransitionStorage",
+    "Window",
+    "min_records_per_stream",
+    "unsampleable_per_stream",
+]
 
 FIRST, TERMINAL, END, NOT_SAMPLEABLE = 1, 2, 4, 8
 
@@ -42,6 +47,18 @@ class Window(NamedTuple):
     """gamma^m, m the steps taken; 0 where the window ended in a terminal."""
     next_index: torch.Tensor
     """flat index of the record whose stack is the bootstrap observation."""
+
+
+def min_records_per_stream(n_step: int, frame_stack: int) -> int:
+    """Records a stream needs at least: its unsampleable ones, a record to sample and
+    room for an episode's FINAL record (``n_step + frame_stack + 2``)."""
+    return n_step + frame_stack + 2
+
+
+def unsampleable_per_stream(n_step: int, frame_stack: int) -> int:
+    """Records of each stream that are never sampleable at once: those whose n-step
+    window or frame stack is incomplete (``n_step + frame_stack - 1``)."""
+    return n_step + frame_stack - 1
 
 
 class TransitionStorage:
@@ -86,7 +103,7 @@ class TransitionStorage:
                 f"got obs_shape={obs_shape}"
             )
         per_stream = capacity // num_streams
-        minimum = n_step + frame_stack + 2
+        minimum = min_records_per_stream(n_step, frame_stack)
         if per_stream < minimum:
             raise ValueError(
                 f"capacity={capacity} gives {per_stream} records per stream for "

@@ -1,4 +1,4 @@
-"""DQN's update against the Double-Q formula, and batched epsilon-greedy acting."""
+"""DQN's update against the Double-Q formula, its one learn step, and batched epsilon-greedy acting."""
 
 from __future__ import annotations
 
@@ -47,26 +47,27 @@ def test_td_errors_follow_double_q_formula():
         plain_y = b.returns + b.discounts * agent.target(b.next_obs).max(1).values
         # the precondition that makes the last assertion meaningful
         assert (a_star != agent.target(b.next_obs).argmax(1))[b.discounts > 0].any()
-    td = agent.update(b)
+    td = agent.update_on(b)
     torch.testing.assert_close(td, (q - y).abs())
     assert not torch.allclose(td, (q - plain_y).abs())  # Double-Q differs from max-Q here
 
 
 def test_target_sync_hard_and_polyak():
     hard = _agent(target_update_interval=2)
-    hard.update(_batch())
+    buf = _filled(_uniform())
+    hard.learn(buf, 8)
     assert not all(
         torch.equal(a, b)
         for a, b in zip(hard.q.parameters(), hard.target.parameters(), strict=True)
     )
-    hard.update(_batch())
+    hard.learn(buf, 8)
     assert all(
         torch.equal(a, b)
         for a, b in zip(hard.q.parameters(), hard.target.parameters(), strict=True)
     )
     soft = _agent(tau=0.5)
     before = [p.clone() for p in soft.target.parameters()]
-    soft.update(_batch())
+    soft.learn(buf, 8)
     for t, b, q in zip(soft.target.parameters(), before, soft.q.parameters(), strict=True):
         torch.testing.assert_close(t, 0.5 * b + 0.5 * q)
 
@@ -91,11 +92,17 @@ def test_schedules():
 
 def test_state_dict_round_trip_continues_identically():
     a, b = _agent(), _agent(lr=0.5)
-    a.update(_batch())
+    a.update_on(_batch())
     b.load_state_dict(a.state_dict())
-    assert torch.equal(a.update(_batch()), b.update(_batch()))
+    assert torch.equal(a.update_on(_batch()), b.update_on(_batch()))
     obs = torch.randn(64, 3)
     assert torch.equal(a.act(obs, 0.5), b.act(obs, 0.5))  # same exploration generator state
+
+
+def _uniform():
+    from rlamd.replay import ReplayBuffer
+
+    return ReplayBuffer
 
 
 def _filled(kind, seed=0):
@@ -124,23 +131,39 @@ def _filled(kind, seed=0):
 
 @pytest.mark.parametrize("prioritized", [True, False])
 @pytest.mark.parametrize("tau", [1.0, 0.3])
-def test_graph_ready_learn_step_equals_sample_update_priorities(prioritized, tau):
-    """agent.learn (the step a GPU captures, run eagerly here) == today's three calls."""
+@pytest.mark.parametrize("captured", [False, True])
+def test_the_one_learn_step_equals_the_former_cpu_path(prioritized, tau, captured):
+    """Nothing lost in making one learn path: ``agent.learn`` (through the capture wrapper,
+    with static input buffers as a GPU replays them, or eager as the CPU runs it) gives
+    exactly the parameters, priorities and metrics of the former CPU path, written out
+    here: sample with a float beta, update, target copy by the host counter (a state-dict
+    load), priorities."""
+    from rlamd.algos.dqn import capture_dqn
     from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    new, old = _agent(target_update_interval=3, tau=tau), _agent(target_update_interval=3, tau=tau)
+    new = capture_dqn(_agent(target_update_interval=3, tau=tau), "auto")
+    if captured:  # the static-buffer path a GPU captures, run eagerly on the CPU
+        new.learn_step.capture = new.act.capture = True
+    old = _agent(target_update_interval=3, tau=tau)
     new_buf, old_buf = _filled(kind), _filled(kind)
     for i in range(10):  # hard syncs after updates 3, 6, 9
         beta = 0.4 + 0.05 * i
-        td_new = new.learn(new_buf, 16, beta)
-        kw = {"beta": beta} if prioritized else {}
-        batch = old_buf.sample(16, **kw)
-        td_old = old.update(batch)
+        td_new = new.learn(new_buf, 16, beta).clone()
+        batch = old_buf.sample(16, beta)
+        td_old = old.update_on(batch)
+        old.updates += 1
+        with torch.no_grad():
+            if tau < 1.0:
+                for t, q in zip(old.target.parameters(), old.q.parameters(), strict=True):
+                    t.lerp_(q, tau)
+            elif old.updates % 3 == 0:
+                old.target.load_state_dict(old.q.state_dict())
         if prioritized:
             old_buf.update_priorities(batch.indices, td_old)
         assert torch.equal(td_new, td_old)
-    assert new.updates == old.updates == 10 and int(new._updates_t) == 10
+    assert new.updates == old.updates == 10
+    assert new.learn_step.captured is False  # no GPU: the graph itself never runs here
     for a, b in zip(
         [*new.q.parameters(), *new.target.parameters()],
         [*old.q.parameters(), *old.target.parameters()],
@@ -150,45 +173,32 @@ def test_graph_ready_learn_step_equals_sample_update_priorities(prioritized, tau
     if prioritized:
         assert torch.equal(new_buf.sampler.tree.leaves, old_buf.sampler.tree.leaves)
     assert new.read_metrics() == old.read_metrics()
-    if tau == 1.0:  # the blend is an exact copy on sync updates and a no-op between them
-        new.learn(new_buf, 16)
-        assert not all(
-            torch.equal(a, b)
-            for a, b in zip(new.q.parameters(), new.target.parameters(), strict=True)
-        )
-
-
-def test_target_blend_is_a_copy_exactly_on_due_updates():
-    agent = _agent(target_update_interval=2)
-    with torch.no_grad():
-        for p in agent.q.parameters():
-            p.add_(1.0)
-    before = [p.clone() for p in agent.target.parameters()]
-    agent._updates_t.fill_(3)
-    agent._blend_target()
-    assert all(torch.equal(t, b) for t, b in zip(agent.target.parameters(), before, strict=True))
-    agent._updates_t.fill_(4)
-    agent._blend_target()
-    assert all(
-        torch.equal(t, q)
-        for t, q in zip(agent.target.parameters(), agent.q.parameters(), strict=True)
-    )
+    obs = torch.randn(64, 3)
+    assert torch.equal(new.act(obs, 0.3), old.act(obs, 0.3))
 
 
 def test_act_takes_a_device_epsilon_tensor_like_a_float():
     a, b = _agent(), _agent()
     obs = torch.randn(256, 3)
-    assert torch.equal(a._act_body(obs, 0.3), b._act_body(obs, torch.tensor(0.3)))
+    assert torch.equal(a.act(obs, 0.3), b.act(obs, torch.tensor(0.3, dtype=torch.float64)))
 
 
 def test_graph_on_is_refused_on_the_cpu():
+    from rlamd.algos.dqn import capture_dqn
+
     with pytest.raises(ValueError, match="graph='on' needs a CUDA or ROCm GPU"):
-        DQN(DQNConfig(hidden=(8,)), (3,), 2, CPU, Precision("fp32", CPU), graph="on")
+        capture_dqn(DQN(DQNConfig(hidden=(8,)), (3,), 2, CPU, Precision("fp32", CPU)), "on")
 
 
-def test_load_state_dict_restores_the_device_update_counter():
+def test_load_state_dict_restores_the_counter_and_keeps_the_optimizer_tensors():
+    """Loading in place keeps the tensors a captured step reads (Adam's moments)."""
     a, b = _agent(), _agent()
     for _ in range(3):
-        a.update(_batch())
+        a.learn(_filled(_uniform()), 8)
+    b.update_on(_batch())  # b's moments exist, as after a captured step
+    moments = [b.optimizer.state[p]["exp_avg"] for p in b.params]
     b.load_state_dict(a.state_dict())
-    assert int(b._updates_t) == 3 and b.updates == 3
+    assert b.updates == 3
+    for p, m, pa in zip(b.params, moments, a.params, strict=True):
+        assert b.optimizer.state[p]["exp_avg"] is m
+        assert torch.equal(m, a.optimizer.state[pa]["exp_avg"])

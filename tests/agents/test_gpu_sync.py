@@ -40,8 +40,7 @@ def test_dqn_learn_step_is_sync_free(precision):
 
     def learn():
         for _ in range(5):
-            b = buf.sample(128, beta=0.5)
-            buf.update_priorities(b.indices, agent.update(b))
+            agent.learn(buf, 128, 0.5)
 
     _sync_free(learn)
     assert agent.updates == 5

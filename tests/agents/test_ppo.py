@@ -132,12 +132,16 @@ def test_bad_config():
         PPOConfig(gae_lambda=1.5)
 
 
-def test_minibatch_step_over_static_rows_equals_slicing_a_permutation():
-    """The single-learner path (the step a GPU captures) == the plain per-slice loop."""
-    new, old = (
-        _agent(num_minibatches=4, update_epochs=3),
-        _agent(num_minibatches=4, update_epochs=3),
-    )
+@pytest.mark.parametrize("captured", [False, True])
+def test_learn_through_the_capture_wrapper_equals_slicing_a_permutation(captured):
+    """The one learn path (through the capture wrapper: static row buffers as a GPU
+    replays them, or eager) == the plain per-slice loop over each epoch's permutation."""
+    from rlamd.algos.ppo import capture_ppo
+
+    new = capture_ppo(_agent(num_minibatches=4, update_epochs=3), "auto")
+    if captured:
+        new.minibatch_step.capture = new.act.capture = True
+    old = _agent(num_minibatches=4, update_epochs=3)
     ro = _rollout(T=16, N=2)
     with torch.no_grad():
         a, lp, v = old.act(ro.obs.reshape(-1, 4))
@@ -148,14 +152,15 @@ def test_minibatch_step_over_static_rows_equals_slicing_a_permutation():
     rows = new.flatten(ro, torch.zeros(2))
     new.learn(rows)
     B, mb = 32, 8
-    for _epoch in range(3):  # what PPO.learn did before the static-row step
+    for _epoch in range(3):
         perm = torch.randperm(B, generator=old.generator)
         for start in range(0, B, mb):
-            idx = perm[start : start + mb]
-            old._minibatch(*(c[idx] for c in rows))
+            old.minibatch_step(rows, perm[start : start + mb])
     assert new.updates == 12
     for p, q in zip(new.params, old.params, strict=True):
         assert torch.equal(p, q)
+    obs = torch.randn(8, 4)
+    assert all(torch.equal(x, y) for x, y in zip(new.act(obs), old.act(obs), strict=True))
 
 
 def test_target_kl_stops_the_epochs_early():

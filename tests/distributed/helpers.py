@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from rlamd.agents.ppo import PPORows
+from rlamd.config.sections import RunConfig
 from rlamd.replay import ReplayBatch
-from rlamd.runconfig import RunConfig
 
 
 def sections(algo: str, **ray: object) -> RunConfig:
@@ -75,7 +75,7 @@ def train_share(learner, algo: str, rank: int, world: int) -> torch.Tensor:
     """Three DQN updates (or one PPO iteration of 3 epochs) on this learner's share."""
     if algo == "dqn":
         for i in range(3):
-            learner.agent.update(share(dqn_batch(i), rank, world))
+            learner.agent.update_on(share(dqn_batch(i), rank, world))
     else:
         learner.feed(share(ppo_rows(0), rank, world), 0)
         learner.step(0.0)

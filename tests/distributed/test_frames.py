@@ -10,10 +10,10 @@ import pytest
 import torch
 
 from rlamd.algos import build_agent
-from rlamd.algos.dqn import ApexSource, Chunk, ReplayShard, ship_frames, unship_frames
+from rlamd.algos.dqn_apex import ApexSource, Chunk, ReplayShard, ship_frames, unship_frames
 from rlamd.collector import Collector
+from rlamd.config.sections import RunConfig
 from rlamd.envs import make_env
-from rlamd.runconfig import RunConfig
 
 from .helpers import sections
 

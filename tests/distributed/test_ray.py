@@ -45,7 +45,7 @@ def test_two_ray_learners_on_halves_match_one_learner_on_the_whole_batch(algo):
         """A learner actor that also takes given batches and shows its parameters."""
 
         def update_batch(self, batch):
-            self.agent.update(batch)
+            self.agent.update_on(batch)
 
         def parameters(self):
             return parameters_vector(self)
@@ -103,8 +103,8 @@ def test_cartpole_learns_with_ray(tmp_path, capsys, algo, best, final):
 
 
 def _engine(algo: str = "dqn"):
+    from rlamd.config.sections import RunConfig
     from rlamd.distributed.driver import RayEngine
-    from rlamd.runconfig import RunConfig
 
     s = RunConfig.from_dict(
         {

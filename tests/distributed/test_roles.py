@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from rlamd.algos.dqn import chunk_td_errors
-from rlamd.distributed import ClusterFitError, RayConfig
-from rlamd.distributed.config import learner_device_spec, plan_layout
+from rlamd.algos.dqn_apex import chunk_td_errors
+from rlamd.config.sections import RayConfig
+from rlamd.distributed import ClusterFitError
+from rlamd.distributed.plan import learner_device_spec, plan_layout
 from rlamd.distributed.sync import run_group
 from rlamd.replay import PrioritizedReplayBuffer
 

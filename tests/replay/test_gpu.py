@@ -103,7 +103,7 @@ def test_triton_kernels_equal_the_torch_reference_on_the_gpu():
             draws[name] = [t.cpu() for t in x.sample(256, beta=0.4, uniforms=r.to(dev))]
         assert torch.equal(s["triton"].tree.flat.cpu(), s["torch"].tree.flat.cpu())
         assert torch.equal(s["triton"].min_tree.flat.cpu(), s["torch"].min_tree.flat.cpu())
-        assert torch.equal(s["triton"]._state.cpu(), s["torch"]._state.cpu())
+        assert torch.equal(s["triton"].state.cpu(), s["torch"].state.cpu())
         assert torch.equal(draws["triton"][0], draws["torch"][0])
         assert torch.equal(draws["triton"][1], draws["torch"][1])
         # numba's libm may round exp/log differently by an ulp: close, indices equal.
@@ -141,4 +141,4 @@ def test_triton_sample_and_update_replay_in_a_cuda_graph():
         assert torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])
     assert torch.equal(g.tree.flat, s["eager"].tree.flat)
     assert torch.equal(g.min_tree.flat, s["eager"].min_tree.flat)
-    assert torch.equal(g._state, s["eager"]._state)
+    assert torch.equal(g.state, s["eager"].state)

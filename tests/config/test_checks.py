@@ -1,4 +1,4 @@
-"""Rules over a whole run's settings (rlamd.rules): one test per rule, boundaries checked
+"""Rules over a whole run's settings (rlamd.config.checks): one test per rule, boundaries checked
 against the code they protect, the device and precision against a faked machine, and the
 training command end to end."""
 
@@ -13,12 +13,17 @@ import torch
 
 from rlamd.agents.dqn import DQNConfig
 from rlamd.agents.ppo import PPOConfig
+from rlamd.algos import dqn as dqn_algo
+from rlamd.algos import ppo as ppo_algo
 from rlamd.config import ConfigError, apply_overrides
+from rlamd.config.checks import ALE_SEED_LIMIT, RULES, check_device, check_run
+from rlamd.config.sections import RayConfig
 from rlamd.device import TorchQueries
-from rlamd.distributed.config import RayConfig
 from rlamd.envs import AtariConfig
-from rlamd.rules import ALE_SEED_LIMIT, RULES, check_device, check_run
 from rlamd.train import TrainConfig
+
+ALL_RULES = {**RULES, **dqn_algo.CHECKS, **ppo_algo.CHECKS}
+"""The run-wide rules and both algorithms' own checks, by name."""
 
 SECTION_CLASSES: dict[str, type] = {
     "train": TrainConfig,
@@ -54,7 +59,7 @@ PPO_CLASSIC = {**CLASSIC, "algo": "ppo", "steps": "10000"}
 RAY = {"enabled": "true"}
 
 # rule -> (a configuration it refuses, the start of the message). Every rule in
-# rlamd.rules.RULES has a case here (test_every_rule_has_a_case).
+# ALL_RULES has a case here (test_every_rule_has_a_case).
 CASES = {
     "positive_clips": [
         ({"ppo": {"adam_eps": "-1"}}, "ppo.adam_eps=-1.0; accepted: a number > 0"),
@@ -110,7 +115,7 @@ CASES = {
             "dqn.batch_size=1000 (each of 2 learners samples",
         ),
     ],
-    "ppo_minibatches_split_evenly": [
+    "minibatches_split_evenly": [
         (
             {"train": PPO_CLASSIC, "ppo": {"num_minibatches": "300"}},
             "ppo.num_minibatches=300 (a rollout of ppo.num_steps=128 x train.num_envs=4 envs = 512 rows",
@@ -118,15 +123,19 @@ CASES = {
         ({"train": PPO_CLASSIC, "ppo": {"num_minibatches": "512"}}, "ppo.num_minibatches=512"),
         ({"train": PPO_CLASSIC, "ppo": {"num_minibatches": "1000"}}, "ppo.num_minibatches=1000"),
     ],
-    "ppo_steps_cover_a_rollout": [
+    "steps_cover_a_rollout": [
         ({"train": {**PPO_CLASSIC, "steps": "300"}}, "train.steps=300 (less than one PPO rollout"),
     ],
-    "ray_layout": [
+    "ray_workers_per_learner": [
         ({"ray": {**RAY, "num_learners": "3"}}, "ray.num_rollout_workers=2 (every learner needs"),
+    ],
+    "batch_splits_over_learners": [
         (
             {"dqn": {"batch_size": "33"}, "ray": {**RAY, "num_learners": "2"}},
             "dqn.batch_size=33 (each learner takes",
         ),
+    ],
+    "workers_split_over_learners": [
         (
             {
                 "train": {"algo": "ppo"},
@@ -149,7 +158,7 @@ CASES = {
 
 
 def test_every_rule_has_a_case():
-    assert set(CASES) == set(RULES)
+    assert set(CASES) == set(ALL_RULES)
 
 
 @pytest.mark.parametrize(
@@ -160,7 +169,7 @@ def test_each_rule_refuses_with_one_line(name, sections, start):
     cfg = make_cfg(**sections)
     assert refused(cfg).startswith(start)
     with pytest.raises(ConfigError, match=re.escape(start)):
-        RULES[name](cfg)  # it is this rule that says so
+        ALL_RULES[name](cfg)  # it is this rule that says so
 
 
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
@@ -339,7 +348,7 @@ def test_device_and_precision_that_go_together():
 
 # ---------------------------------------------------------------------- end to end
 # These run the training command. The settings checks in rlamd.config already hold;
-# the cases marked RULES need rlamd.rules.check_run called at the end of config
+# the cases marked RULES need rlamd.config.checks.check_run called at the end of config
 # resolution (the lead wires it): until then they fail (by training, or by a traceback).
 E2E = [
     (["cartpole", "--set", "dqn.lr=nan"], "error: dqn.lr=nan; accepted: a finite number"),

@@ -1,15 +1,17 @@
-"""The device rules of a run's settings: the device exists on this machine, and the
+"""The device checks of a run's settings: the device exists on this machine, and the
 precision and graph settings work on it.
 
-Split from :mod:`rlamd.rules` (which re-exports :func:`check_device` and calls it from
-:func:`rlamd.rules.check_run`) because these rules ask this machine, not the settings alone.
+Apart from :mod:`rlamd.config.checks` (which calls :func:`check_device` from
+``check_run``) because these ask this machine, not the settings alone. The rules
+themselves live with what they guard (:func:`rlamd.precision.precision_refusal`,
+:func:`rlamd.graphs.graph_refusal`); here they become one-line setting errors.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlamd.config import bad_setting
+from .errors import bad_setting
 
 __all__ = ["check_device"]
 
@@ -54,6 +56,8 @@ def check_device(cfg: Any, *, api: Any = None) -> None:
             without a GPU (graphs are CUDA/HIP only).
     """
     from rlamd.device import TorchQueries
+    from rlamd.graphs import graph_refusal
+    from rlamd.precision import precision_refusal
 
     api = api or TorchQueries()
     found = _learner_device_type(cfg, api)
@@ -61,31 +65,15 @@ def check_device(cfg: Any, *, api: Any = None) -> None:
         return
     kind, index = found
     train = cfg.train
-    where = "the CPU" if kind == "cpu" else ("a GPU" if kind == "cuda" else kind)
-    if train.precision == "fp16" and kind == "cpu":
-        raise bad_setting(
-            "train",
-            "precision",
-            train.precision,
-            "auto, fp32 or bf16 there",
-            why="updates run on the CPU, which has no fp16 autocast",
-        )
-    if train.precision == "bf16" and kind == "cuda" and not cfg.ray.enabled:
-        if not api.gpu_bf16(index or 0):
-            name = api.device_properties(index or 0).get("name", "this GPU")
-            raise bad_setting(
-                "train",
-                "precision",
-                train.precision,
-                "auto, fp32 or fp16 there",
-                why=f"{name} has no bf16; autocast would quietly run in fp32",
-            )
-    graph = getattr(train, "graph", None)
-    if graph == "on" and kind != "cuda":
-        raise bad_setting(
-            "train",
-            "graph",
-            graph,
-            "auto or off there",
-            why=f"graphs are captured on CUDA/ROCm GPUs and updates run on {where}",
-        )
+    # A Ray learner's GPU is not this machine's: its bf16 support is not asked here.
+    local_gpu = kind == "cuda" and not cfg.ray.enabled
+    has_bf16 = api.gpu_bf16(index or 0) if local_gpu and train.precision == "bf16" else True
+    name = api.device_properties(index or 0).get("name", "this GPU") if not has_bf16 else ""
+    refused = precision_refusal(train.precision, kind, has_bf16, name)
+    if refused is not None:
+        why, accepted = refused
+        raise bad_setting("train", "precision", train.precision, accepted, why=why)
+    refused = graph_refusal(train.graph, kind)
+    if refused is not None:
+        why, accepted = refused
+        raise bad_setting("train", "graph", train.graph, accepted, why=why)

@@ -23,7 +23,7 @@ from rlamd.config import (
     parse_set,
     to_toml,
 )
-from rlamd.distributed.config import RayConfig
+from rlamd.config.sections import RayConfig
 from rlamd.envs import AtariConfig
 from rlamd.train import TrainConfig, build_parser
 

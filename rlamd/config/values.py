@@ -1,19 +1,11 @@
-"""Filling frozen config dataclasses from presets, TOML files, flags and ``--set``.
+"""Typed values from text and TOML, the checks every section shares, and field docs.
 
-Every config is a frozen dataclass with a docstring under each field. A run's
-configuration is a set of *sections* (``train``, ``dqn``, ``ppo``, ``atari``, ``ray``);
-``--set dqn.lr=1e-4`` names a field with its section, ``--set lr=1e-4`` works when only
-one section has that field. Values from text are converted to the field's type, and
-anything wrong fails before work starts with the field, the value and what is accepted.
-
-Every message about a setting has one shape (built by :func:`bad_setting`)::
-
-    SECTION.KEY=VALUE[ (WHY)]; accepted: WHAT[. Did you mean NAME?]
-
-e.g. ``dqn.lr=nan; accepted: a finite number``. One validator, :func:`check_fields`,
-holds the rules every section shares: float fields are finite and int fields are not
-negative, except the few listed in :data:`INT_MINIMUMS`. Rules that relate several
-settings live in :mod:`rlamd.rules`.
+Every config section is a frozen dataclass with a docstring under each field. Values from
+text (flags, ``--set``) or TOML are converted to the field's type by :func:`coerce`;
+:func:`apply_overrides` builds a section from them, runs the dataclass's own
+``__post_init__`` and then :func:`check_fields`, the rules every section shares (finite
+floats, no negative ints except those in :data:`INT_MINIMUMS`). Anything wrong fails with
+the field, the value and what is accepted (:func:`rlamd.config.errors.bad_setting`).
 """
 
 from __future__ import annotations
@@ -22,36 +14,15 @@ import ast
 import dataclasses
 import difflib
 import itertools
-import json
 import math
 import sys
 import types
 import typing
-from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .errors import ConfigError, bad_setting
 
-__all__ = [
-    "INT_MINIMUMS",
-    "ConfigError",
-    "apply_overrides",
-    "bad_setting",
-    "check_fields",
-    "coerce",
-    "field_docs",
-    "load_toml",
-    "parse_set",
-    "to_toml",
-]
-
-
-class ConfigError(ValueError):
-    """A configuration value or key that rlamd cannot accept."""
-
+__all__ = ["INT_MINIMUMS", "apply_overrides", "check_fields", "coerce", "field_docs"]
 
 INT_MINIMUMS: dict[str, int] = {
     "ray.max_worker_restarts": -1,
@@ -60,34 +31,6 @@ INT_MINIMUMS: dict[str, int] = {
 ``section.field``. Every other int setting (and every int inside a tuple setting) is
 refused below 0 by :func:`check_fields`. ``-1`` here means "unlimited" (see the field's
 docstring)."""
-
-
-def bad_setting(
-    section: str,
-    key: str,
-    value: Any,
-    accepted: str,
-    *,
-    why: str | None = None,
-    close: str | None = None,
-) -> ConfigError:
-    """The one-line error for a setting, in the one shape every config message uses.
-
-    ``SECTION.KEY=VALUE[ (WHY)]; accepted: WHAT[. Did you mean CLOSE?]``; the value is
-    shown with ``repr`` (text quoted, ``nan``/``inf`` bare).
-
-    Args:
-        section: ``train``, ``dqn``, ... (empty: the key alone).
-        key: the field name.
-        value: what was given.
-        accepted: what would be accepted, in words (``a number in [0, 1]``).
-        why: what is wrong when the range alone does not say it (another setting, say).
-        close: the nearest valid value or name, when there is one.
-    """
-    where = f"{section}.{key}" if section else key
-    reason = f" ({why})" if why else ""
-    hint = f". Did you mean {close}?" if close else ""
-    return ConfigError(f"{where}={value!r}{reason}; accepted: {accepted}{hint}")
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -272,116 +215,3 @@ def apply_overrides(obj: Any, section: str, overrides: dict[str, Any]) -> Any:
             raise ConfigError(_in_section(section, str(exc), names)) from None
     check_fields(obj, section)
     return obj
-
-
-def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str, str]]:
-    """``["dqn.lr=1e-4", "steps=5000"]`` -> ``{"dqn": {"lr": "1e-4"}, "train": {...}}``.
-
-    Raises:
-        ConfigError: an item without ``=``, an unknown section, or a bare key that no
-            section or more than one section has.
-    """
-    out: dict[str, dict[str, str]] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(
-                f"--set {item!r}; accepted: SECTION.KEY=VALUE, e.g. --set dqn.lr=1e-4"
-            )
-        key, value = key.strip(), value.strip()
-        if "." in key:
-            section, name = key.split(".", 1)
-            if section not in sections:
-                close = difflib.get_close_matches(section, list(sections), n=1)
-                raise bad_setting(
-                    section,
-                    name,
-                    value,
-                    f"sections {', '.join(sections)}",
-                    why=f"no section '{section}'",
-                    close=f"{close[0]}.{name}" if close else None,
-                )
-        else:
-            owners = [
-                s for s, obj in sections.items() if key in {f.name for f in dataclasses.fields(obj)}
-            ]
-            if len(owners) > 1:
-                raise bad_setting(
-                    "",
-                    key,
-                    value,
-                    " or ".join(f"{s}.{key}" for s in owners),
-                    why=f"{', '.join(owners)} all have '{key}'; say which",
-                )
-            if not owners:
-                every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
-                close = difflib.get_close_matches(key, every, n=1)
-                full = [
-                    f"{s}.{c}"
-                    for c in close
-                    for s, o in sections.items()
-                    if c in {f.name for f in dataclasses.fields(o)}
-                ]
-                raise bad_setting(
-                    "",
-                    key,
-                    value,
-                    "SECTION.KEY names listed by --help",
-                    why="no such setting",
-                    close=" or ".join(dict.fromkeys(full)) or None,
-                )
-            section, name = owners[0], key
-        out.setdefault(section, {})[name] = value
-    return out
-
-
-def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Read a config file: ``[train]``, ``[dqn]``, ... tables; top-level keys are ``train``.
-
-    Raises:
-        ConfigError: no such file, not TOML, or an unknown table.
-    """
-    path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"--config {path}: no such file") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
-    out: dict[str, dict[str, Any]] = {}
-    for key, value in data.items():
-        if isinstance(value, dict):
-            if key not in sections:
-                close = difflib.get_close_matches(key, list(sections), n=1)
-                hint = f". Did you mean [{close[0]}]?" if close else ""
-                tables = ", ".join(f"[{s}]" for s in sections)
-                raise ConfigError(
-                    f"--config {path}: unknown table [{key}]; accepted: {tables}{hint}"
-                )
-            out.setdefault(key, {}).update(value)
-        else:
-            out.setdefault("train", {})[key] = value
-    return out
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, (tuple, list)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
-    return json.dumps(str(value))
-
-
-def to_toml(sections: dict[str, Any]) -> str:
-    """The resolved configuration as TOML, readable back with ``--config``."""
-    lines: list[str] = []
-    for name, obj in sections.items():
-        lines.append(f"[{name}]")
-        for f in dataclasses.fields(obj):
-            value = getattr(obj, f.name)
-            if value is not None:
-                lines.append(f"{f.name} = {_toml_value(value)}")
-        lines.append("")
-    return "\n".join(lines)

@@ -1,7 +1,9 @@
-"""Resolving a run's settings: defaults, presets, a TOML file, flags and ``--set``.
+"""Resolving a run's settings: defaults, the algorithm's preset, a TOML file, flags, ``--set``.
 
 Later layers win: the dataclass defaults (Atari's), the algorithm's preset for the env
 family, ``--config FILE.toml``, the command-line flags, then ``--set section.key=value``.
+The env and the algorithm (which choose the preset) may come from any of the later
+layers: a saved ``config.toml`` names both, so ``--config RUN/config.toml`` alone runs.
 On ``--resume`` the checkpoint's saved settings replace the defaults and the preset.
 Everything is checked here, before any run folder exists.
 """
@@ -11,9 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from rlamd.algos import get_algorithm
-from rlamd.config import apply_overrides, bad_setting, load_toml, parse_set
-from rlamd.rules import check_run
-from rlamd.runconfig import SECTION_TYPES, RunConfig, TrainConfig
+
+from .checks import check_run
+from .errors import ConfigError, bad_setting
+from .sections import SECTION_TYPES, RunConfig, TrainConfig
+from .sources import load_toml, parse_set
+from .values import apply_overrides
 
 __all__ = ["FIXED_ON_RESUME", "resolve"]
 
@@ -26,6 +31,23 @@ Layers = dict[str, dict[str, Any]]
 def _merge(base: Layers, extra: Layers) -> None:
     for section, values in extra.items():
         base.setdefault(section, {}).update(values)
+
+
+def _preset(given: Layers) -> Layers:
+    """The preset of the algorithm and env family that the given layers name.
+
+    Raises:
+        ConfigError: no env named anywhere, or an unknown env or algorithm.
+    """
+    train = given.get("train", {})
+    if "env" not in train:
+        raise ConfigError(
+            "no environment given; accepted: an env name (e.g. breakout, cartpole), "
+            "--config FILE whose [train] table has env, or --resume RUN"
+        )
+    algo = get_algorithm(str(train.get("algo", TrainConfig.algo)))
+    family = apply_overrides(TrainConfig(), "train", {"env": train["env"]}).family
+    return algo.presets.get(family, {})
 
 
 def resolve(
@@ -47,27 +69,20 @@ def resolve(
         ConfigError: any unknown key or invalid value, with what is accepted.
     """
     defaults = RunConfig().sections()
-    layers: Layers = {}
-    if saved is not None:
-        _merge(layers, saved)
-    else:
-        train = flags.get("train", {})
-        algo = get_algorithm(str(train.get("algo", TrainConfig.algo)))
-        family = apply_overrides(
-            TrainConfig(), "train", {"env": train.get("env", "breakout")}
-        ).family
-        _merge(layers, algo.presets.get(family, {}))
+    given: Layers = {}
     if config_file:
-        _merge(layers, load_toml(config_file, defaults))
-    _merge(layers, flags)
-    _merge(layers, parse_set(sets or [], defaults))
+        _merge(given, load_toml(config_file, defaults))
+    _merge(given, flags)
+    _merge(given, parse_set(sets or [], defaults))
+    layers: Layers = {}
+    _merge(layers, saved if saved is not None else _preset(given))
+    _merge(layers, given)
     cfg = RunConfig(
         **{
             name: apply_overrides(kind(), name, layers.get(name, {}))
             for name, kind in SECTION_TYPES.items()
         }
     )
-    get_algorithm(cfg.train.algo)
     check_run(cfg)
     if saved is not None:
         for key in FIXED_ON_RESUME:

@@ -1,0 +1,110 @@
+"""The replay a DQN run uses: sized against the free memory before anything is allocated."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rlamd.agents.dqn import DQNConfig
+from rlamd.config.errors import ConfigError
+from rlamd.envs import VecEnv
+from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, bytes_per_transition
+
+from .base import obs_info
+
+__all__ = ["DEFAULT_BUFFER", "FREE_SHARE", "build_replay", "fit_capacity", "free_memory"]
+
+
+DEFAULT_BUFFER: int = DQNConfig.buffer_size or 1_000_000
+"""The most ``dqn.buffer_size=auto`` takes (the Atari default)."""
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free for a new replay on ``device`` (host: MemAvailable), None if unknown."""
+    try:
+        if device.type == "cuda":
+            return int(torch.cuda.mem_get_info(device)[0])
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].split()[0]) * 1024
+    except (OSError, KeyError, RuntimeError, ValueError):
+        return None
+
+
+FREE_SHARE = 0.8
+"""Share of the free memory a replay may take (the rest: networks, envs, the OS)."""
+
+
+def fit_capacity(
+    requested: int | None, per_transition: float, device: torch.device, log, *, setting: str
+) -> int:
+    """The replay capacity to allocate, checked against the free memory before allocating.
+
+    ``requested`` None (``dqn.buffer_size=auto``) takes what fits in ``FREE_SHARE`` of the
+    free memory, at most the 1M default, and says so; a number that does not fit stops the
+    run with the size that would (the kernel's OOM killer would otherwise end it later,
+    without a message or a checkpoint).
+
+    Raises:
+        ConfigError: ``requested`` does not fit.
+    """
+    free = free_memory(device)
+    where = "host RAM" if device.type == "cpu" else f"{device} memory"
+    if free is None:
+        return requested or DEFAULT_BUFFER
+    fits = int(FREE_SHARE * free / per_transition)
+    need = (requested or 0) * per_transition
+    if requested is None:
+        size = min(fits, DEFAULT_BUFFER)
+        log(
+            f"rlamd: {setting}=auto: {size:,} transitions ({size * per_transition / 2**30:.1f} GiB "
+            f"of the {free / 2**30:.1f} GiB free {where})"
+        )
+        return size
+    if requested > fits:
+        raise ConfigError(
+            f"{setting}={requested:,} needs {need / 2**30:.1f} GiB of {where} but "
+            f"{free / 2**30:.1f} GiB is free; accepted here: at most {fits:,} "
+            f"(--set {setting}={fits}), or --set {setting}=auto to take what fits"
+        )
+    return requested
+
+
+def build_replay(
+    cfg: DQNConfig,
+    env: VecEnv,
+    device: torch.device,
+    seed: int,
+    log=print,
+    *,
+    num_streams: int | None = None,
+    capacity: int | None = None,
+    setting: str = "dqn.buffer_size",
+) -> ReplayBuffer:
+    """The replay a DQN run uses for ``env``, its size checked against the free memory.
+
+    A Ray learner's shard passes its own ``num_streams`` (the envs of the rollout actors
+    feeding it) and ``capacity`` (its share of ``cfg.buffer_size``).
+    """
+    shape, obs_dtype, stack = obs_info(env)
+    asked = capacity or cfg.buffer_size
+    per_t = bytes_per_transition(shape, obs_dtype, stack, env.num_actions, cfg.prioritized, asked)
+    capacity = fit_capacity(capacity or cfg.buffer_size, per_t, device, log, setting=setting)
+    kind: type[ReplayBuffer] = ReplayBuffer
+    extra: dict[str, Any] = {}
+    if cfg.prioritized:
+        kind, extra = PrioritizedReplayBuffer, {"alpha": cfg.alpha, "epsilon": cfg.priority_eps}
+    return kind(
+        capacity,
+        num_streams or env.num_envs,
+        shape,
+        obs_dtype,
+        frame_stack=stack,
+        num_actions=env.num_actions,
+        n_step=cfg.n_step,
+        gamma=cfg.gamma,
+        device=device,
+        seed=seed,
+        **extra,
+    )

@@ -1,0 +1,138 @@
+"""Where settings come from as text: ``--set`` items and TOML files (and back to TOML).
+
+``--set dqn.lr=1e-4`` names a field with its section; ``--set lr=1e-4`` works when only
+one section has that field. A config file holds ``[train]``, ``[dqn]``, ... tables; what
+:func:`to_toml` writes, :func:`load_toml` reads back to the same settings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError, bad_setting
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["load_toml", "parse_set", "to_toml"]
+
+
+def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """``["dqn.lr=1e-4", "steps=5000"]`` -> ``{"dqn": {"lr": "1e-4"}, "train": {...}}``.
+
+    Raises:
+        ConfigError: an item without ``=``, an unknown section, or a bare key that no
+            section or more than one section has.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(
+                f"--set {item!r}; accepted: SECTION.KEY=VALUE, e.g. --set dqn.lr=1e-4"
+            )
+        key, value = key.strip(), value.strip()
+        if "." in key:
+            section, name = key.split(".", 1)
+            if section not in sections:
+                close = difflib.get_close_matches(section, list(sections), n=1)
+                raise bad_setting(
+                    section,
+                    name,
+                    value,
+                    f"sections {', '.join(sections)}",
+                    why=f"no section '{section}'",
+                    close=f"{close[0]}.{name}" if close else None,
+                )
+        else:
+            owners = [
+                s for s, obj in sections.items() if key in {f.name for f in dataclasses.fields(obj)}
+            ]
+            if len(owners) > 1:
+                raise bad_setting(
+                    "",
+                    key,
+                    value,
+                    " or ".join(f"{s}.{key}" for s in owners),
+                    why=f"{', '.join(owners)} all have '{key}'; say which",
+                )
+            if not owners:
+                every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
+                close = difflib.get_close_matches(key, every, n=1)
+                full = [
+                    f"{s}.{c}"
+                    for c in close
+                    for s, o in sections.items()
+                    if c in {f.name for f in dataclasses.fields(o)}
+                ]
+                raise bad_setting(
+                    "",
+                    key,
+                    value,
+                    "SECTION.KEY names listed by --help",
+                    why="no such setting",
+                    close=" or ".join(dict.fromkeys(full)) or None,
+                )
+            section, name = owners[0], key
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Read a config file: ``[train]``, ``[dqn]``, ... tables; top-level keys are ``train``.
+
+    Raises:
+        ConfigError: no such file, not TOML, or an unknown table.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"--config {path}: no such file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
+    out: dict[str, dict[str, Any]] = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            if key not in sections:
+                close = difflib.get_close_matches(key, list(sections), n=1)
+                hint = f". Did you mean [{close[0]}]?" if close else ""
+                tables = ", ".join(f"[{s}]" for s in sections)
+                raise ConfigError(
+                    f"--config {path}: unknown table [{key}]; accepted: {tables}{hint}"
+                )
+            out.setdefault(key, {}).update(value)
+        else:
+            out.setdefault("train", {})[key] = value
+    return out
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def to_toml(sections: dict[str, Any]) -> str:
+    """The resolved configuration as TOML, readable back with ``--config``."""
+    lines: list[str] = []
+    for name, obj in sections.items():
+        lines.append(f"[{name}]")
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            # TOML has no null: "none" reads back as None (rlamd decides), so a preset's
+            # value for the field cannot take its place.
+            lines.append(f"{f.name} = {_toml_value('none' if value is None else value)}")
+        lines.append("")
+    return "\n".join(lines)

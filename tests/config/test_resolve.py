@@ -1,0 +1,66 @@
+"""The layering of a run's settings (rlamd.config.layers) and what --help says about it."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rlamd.algos import ALGORITHMS
+from rlamd.config import ConfigError, to_toml
+from rlamd.config.layers import resolve
+from rlamd.train import build_parser, main
+
+PRESET_CASES = [(algo, env) for algo in ALGORITHMS for env in ("breakout", "cartpole", "acrobot")]
+
+
+@pytest.mark.parametrize(("algo", "env"), PRESET_CASES)
+def test_a_saved_config_reproduces_the_same_run_config(tmp_path, algo, env):
+    """Every preset, and settings a preset also sets, round-trip through config.toml
+    (None included: written as "none", so the preset's value cannot creep back in)."""
+    sets = ["dqn.buffer_size=auto", "ppo.target_kl=none", "train.threads=1"]
+    cfg = resolve({"train": {"env": env, "algo": algo}}, sets=sets)
+    path = tmp_path / "config.toml"
+    path.write_text(to_toml(cfg.sections()))
+    assert resolve({}, config_file=str(path)) == cfg
+    assert cfg.dqn.buffer_size is None  # the classic preset's 50,000 did not win
+
+
+def test_the_config_file_names_the_env_and_algorithm_and_later_layers_win(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[train]\nenv = "cartpole"\nalgo = "ppo"\nsteps = 3000\n')
+    cfg = resolve({"train": {"steps": 4096}}, config_file=str(path), sets=["ppo.lr=1e-3"])
+    assert (cfg.train.env, cfg.train.algo, cfg.train.steps) == ("cartpole", "ppo", 4096)
+    assert cfg.ppo.lr == 1e-3
+    assert cfg.ppo.clip_coef == ALGORITHMS["ppo"].presets["classic"]["ppo"]["clip_coef"]
+    cfg = resolve({"train": {"env": "breakout"}}, config_file=str(path))
+    assert cfg.ppo.clip_coef == 0.1  # the flag's env chose the Atari preset
+
+
+def test_no_env_anywhere_is_one_line(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[dqn]\nlr = 0.001\n")
+    with pytest.raises(ConfigError, match="no environment given; accepted: an env name"):
+        resolve({}, config_file=str(path))
+
+
+def test_config_file_alone_trains(tmp_path, capsys):
+    """Regression: `--config RUN/config.toml` stopped with 'give an environment'."""
+    logdir = tmp_path / "runs"
+    args = ["cartpole", "--algo", "ppo", "--steps", "600", "--eval-every", "0"]
+    args += ["--run-name", "first", "--logdir", str(logdir), "--no-tensorboard"]
+    assert main(args) == 0
+    saved = logdir / "first" / "config.toml"
+    assert main(["--config", str(saved), "--run-name", "second", "--logdir", str(logdir)]) == 0
+    out = "".join(capsys.readouterr())
+    assert (logdir / "second" / "checkpoint.pt").is_file(), out
+    assert "whole rollouts of 512 steps: the run takes 1,024 steps" in out
+
+
+def test_help_tells_the_truth():
+    text = build_parser().format_help()
+    flat = " ".join(text.split())
+    assert not re.search(r"\(default: [^)]*\)\.? \(default:", flat)  # never twice
+    assert "setup.sh --ray" in flat and "pip install -e .[ray]" not in flat
+    assert "acrobot" in flat and "mountaincar" in flat
+    assert "default: breakout" not in flat
