@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .gfx import FAMILY_OVERRIDES, gfx_for_override
-from .install import rocm_index_url, torch_install_fix
+from .install import torch_install_fix
 from .layers import Asked
 from .report import FAIL, PASS, SKIP, WARN, Report, fix_from_table
 from .system import System
+from .wheels import OLDEST_HOST, version_tuple
 
 __all__ = ["TorchSeen", "check_architecture", "check_framework"]
 
@@ -97,18 +98,35 @@ def _check_build(
 
 
 def _check_hip_vs_rocm(r: Report, hip: str, rocm: str) -> None:
+    """A ROCm wheel brings its own runtime; the host's driver must be new enough for it
+    (AMD supports driver and user space two releases apart, :mod:`.wheels`)."""
     th, sr = ".".join(hip.split(".")[:2]), ".".join(rocm.split(".")[:2])
     if th == sr:
         r.add("framework", "torch HIP vs system ROCm", PASS, f"both {th}")
         return
-    r.add(
-        "framework",
-        "torch HIP vs system ROCm",
-        WARN,
-        f"torch built for HIP {th}, system ROCm {sr}",
-        "Usually works (the wheel carries its runtime) if the driver is new enough; for a "
-        f"match install from {rocm_index_url(sr)}.",
-    )
+    oldest = OLDEST_HOST.get(f"rocm{th}")
+    if oldest is None:
+        r.add(
+            "framework",
+            "torch HIP vs system ROCm",
+            WARN,
+            f"torch built for HIP {th}, system ROCm {sr}",
+            "Usually works (the wheel carries its runtime) if the amdgpu driver is new enough; "
+            "if GPU calls fail, install the pinned wheel as scripts/setup.sh picks it: "
+            f"{torch_install_fix('rocm', rocm)}",
+        )
+    elif version_tuple(sr) >= version_tuple(oldest):
+        seen = f"torch built for HIP {th} runs on the driver of ROCm {sr} ({oldest} or newer)"
+        r.add("framework", "torch HIP vs system ROCm", PASS, seen)
+    else:
+        r.add(
+            "framework",
+            "torch HIP vs system ROCm",
+            WARN,
+            f"torch built for HIP {th}, system ROCm {sr}: the wheel needs the amdgpu driver of "
+            f"ROCm {oldest} or newer",
+            torch_install_fix("rocm", rocm),
+        )
 
 
 def _check_visibility(r: Report, env: Mapping[str, str], wants_gpu: bool) -> None:
