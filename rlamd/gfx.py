@@ -138,9 +138,16 @@ class KernelCoverage:
         return None if self.tensile is None else self.runs_as in self.tensile
 
     @property
+    def wrong_family(self) -> bool:
+        """An override that runs the card as another family's ISA (RDNA3 as 10.3.0)."""
+        family = override_for(self.gfx)
+        return bool(self.override and family and gfx_for_override(family) != self.runs_as)
+
+    @property
     def ok(self) -> bool:
-        """False only when a check ran and found the card's kernels missing."""
-        return self.in_arch_list is not False and self.in_tensile is not False
+        """False only when a check ran and found the card's kernels missing or foreign."""
+        known_gap = self.in_arch_list is False or self.in_tensile is False
+        return not known_gap and not self.wrong_family
 
     def problem(self) -> str | None:
         """What is missing, in words; None when nothing known is."""
@@ -148,6 +155,8 @@ class KernelCoverage:
             return None
         what = self.gfx + (f" (run as {self.runs_as} by the override)" if self.override else "")
         missing = []
+        if self.wrong_family:
+            missing.append(f"{self.runs_as} is another family's ISA")
         if self.in_arch_list is False:
             missing.append(f"not among this torch's targets ({', '.join(self.arch_list)})")
         if self.in_tensile is False:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rlamd.gfx import kernel_coverage, tensile_archs
+
 from .gfx import FAMILY_OVERRIDES, gfx_for_override
 from .install import torch_install_fix
 from .layers import Asked
@@ -202,9 +204,13 @@ def check_architecture(
     if asked.amd and seen.hip:
         t = system.torch
         shipped = t.arch_list() if hasattr(t, "arch_list") else []
+        library = t.rocblas_library_dir() if hasattr(t, "rocblas_library_dir") else None
+        tensile = tensile_archs(library)
         cards = seen.gfx or info_gfx or system.kfd_gfx()
         for gfx in dict.fromkeys(cards):
             _check_gfx(r, gfx, shipped, override)
+            if tensile is not None:
+                _check_tensile(r, gfx, tensile, override, str(library))
         if not cards:
             seen_text = "no gfx name found (rocminfo, KFD topology and torch all silent)"
             r.add("architecture", "gfx", SKIP, seen_text)
@@ -240,6 +246,24 @@ def _check_gfx(r: Report, gfx: str, shipped: list[str], override: str | None) ->
             f"{gfx} is not in this torch's targets ({targets})",
             "No known override fits this card: use a PyTorch/ROCm release that lists it.",
         )
+
+
+def _check_tensile(
+    r: Report, gfx: str, tensile: set[str], override: str | None, library: str
+) -> None:
+    """rocBLAS aborts the process at the first matrix multiply on a gfx it has no Tensile
+    files for (``Cannot read ...TensileLibrary.dat: Illegal seek for GPU arch``)."""
+    coverage = kernel_coverage(gfx, (), tensile, override)
+    name = f"{gfx} rocBLAS kernels"
+    if coverage.ok:
+        seen = f"Tensile files for {coverage.runs_as} in {library}"
+        r.add("architecture", name, PASS, seen)
+        return
+    seen = (
+        f"{coverage.problem()} in {library}: the first matrix multiply would abort the process "
+        f"(rocBLAS: Cannot read TensileLibrary.dat for GPU arch {coverage.runs_as})"
+    )
+    r.add("architecture", name, FAIL, seen, coverage.fix())
 
 
 def _check_override(r: Report, gfx: str, shipped: list[str], override: str) -> None:
