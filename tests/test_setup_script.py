@@ -230,3 +230,29 @@ def test_the_table_runs_without_rlamd_or_torch():
     assert proc.returncode == 0, proc.stderr
     url, reason = proc.stdout.splitlines()
     assert url.removeprefix(INDEX_BASE) in TORCH_ROCM_INDEXES[TORCH_PIN] and reason
+
+
+def test_the_readme_table_is_what_setup_sh_does():
+    """README's 'host ROCm -> what setup.sh installs' rows, checked against the table."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Installing PyTorch for ROCm") :]
+    section = section[: section.index("\n## ")]
+    rows = [r for r in section.splitlines() if r.startswith("| ") and "setup.sh" not in r]
+    checked = 0
+    for row in rows:
+        host_cell, what = (c.strip() for c in row.strip("|").split("|")[:2])
+        hosts = [f"{v}.0" for v in re.findall(r"(\d+\.\d+)\.x", host_cell)]
+        if host_cell.startswith("none found"):
+            hosts = [None]
+        for host in hosts:
+            checked += 1
+            if what.startswith("stops"):
+                with pytest.raises(HostTooOld):
+                    pick(TORCH_PIN, host)
+                older = older_pin(host)
+                assert (
+                    f"RLAMD_TORCH_VERSION={older.torch} RLAMD_TORCH_INDEX_URL={older.url}" in what
+                )
+            else:
+                assert f"`torch=={TORCH_PIN}` from `{pick(TORCH_PIN, host).url}`" in what, row
+    assert checked >= 9, "the README lost its ROCm rows"
