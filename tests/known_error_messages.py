@@ -204,6 +204,19 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "https://github.com/ROCm/legacy-rocm-build/issues/2232",
             "[    3.548555] kfd kfd: amdgpu: PITCAIRN  not supported in kfd",
         ),
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/1214",
+            "[    7.026427] kfd kfd: amdgpu: skipped device 1002:67df, PCI rejects atomics",
+        ),
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/1148",
+            "ROCk module is loaded\nUnable to open /dev/kfd read-write: Cannot allocate memory\n"
+            "tolyprog is member of render group\nhsa api call failure at: /home/tolyprog/.cache/"
+            "yay/rocminfo/src/rocminfo-rocm-3.5.0/rocminfo.cc:1142\nCall returned "
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
+            "resources. This error may also occur when the core runtime library needs to spawn "
+            "threads or create internal OS-specific events.",
+        ),
     ],
     "hsa_out_of_resources": [
         (

@@ -29,6 +29,7 @@ GPU_ERRORS: tuple[KnownError, ...] = (
             r"Illegal seek for GPU arch",
             r"Could not initialize Tensile",
             r"rocBLAS error: .*GPU arch",
+            r"(rocBLAS|hipBLASLt|rocblaslt) (error|warning):? .*Tensile",
         ),
         (
             "The wheel's rocBLAS (or hipBLASLt) ships Tensile kernels for the listed gfx only "
@@ -126,6 +127,7 @@ GPU_ERRORS: tuple[KnownError, ...] = (
             r"MIOpen Error:",
             r"MIOpen\(HIP\): Error",
             r"Code object build failed",
+            r"HIPRTC_ERROR_\w+",
         ),
         (
             "MIOpen has no working kernel for this convolution on this gfx (unlisted card, or an "
@@ -152,6 +154,8 @@ GPU_ERRORS: tuple[KnownError, ...] = (
             r"OutOfMemoryError",
             r"hipErrorOutOfMemory",
             r"HIP_ERROR_OutOfMemory",
+            r"(HIP|CUDA) error: out of memory",
+            r"hipErrorMemoryAllocation",
         ),
         (
             "The model, batch or replay buffer does not fit in the GPU's free memory.",
@@ -231,6 +235,9 @@ GPU_ERRORS: tuple[KnownError, ...] = (
             r"GPU reset begin",
             r"VRAM is lost due to GPU reset",
             r"device wedged",
+            r"launch timed out and was terminated",
+            r"hipErrorLaunchTimeOut",
+            r"MES failed to respon",
         ),
         (
             "A kernel ran past the driver's timeout (a desktop on the same GPU has a short one), "

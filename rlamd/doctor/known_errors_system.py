@@ -59,9 +59,12 @@ SYSTEM_ERRORS: tuple[KnownError, ...] = (
     ),
     KnownError(
         "kfd_missing",
-        "The ROCm kernel driver is not there (/dev/kfd missing, ROCk module not loaded)",
+        "The ROCm kernel driver has no GPU (/dev/kfd missing, ROCk module not loaded, PCIe atomics)",
         (
             r"ROCk module is NOT loaded",
+            r"PCI rejects atomics",
+            r"PCIE atomic ops is not supported",
+            r"Failed to open /dev/kfd",
             r"adding custom device \"?/dev/kfd\"?: no such file",
             r"/dev/kfd.*No such file or directory",
             r"not supported in kfd",
@@ -70,12 +73,16 @@ SYSTEM_ERRORS: tuple[KnownError, ...] = (
         (
             "The amdgpu driver is not loaded (not installed for this kernel, blacklisted, or "
             "Secure Boot refused the DKMS module), or the GPU is too old for ROCm's KFD.",
+            "The slot or board does not pass PCIe atomics, which ROCm needs for GPUs before "
+            "Vega/MI (dmesg: 'PCI rejects atomics'): a chipset-attached or x1 slot, an old board.",
             "Inside a container /dev/kfd was not passed, or the host has no AMD driver (Docker "
             "Desktop, WSL).",
         ),
         (
             "Load it: `sudo modprobe amdgpu`; if that fails install the driver "
             "(`sudo apt install amdgpu-dkms`) and read `sudo dmesg | grep -iE 'amdgpu|kfd'`.",
+            "PCIe atomics: move the card to a CPU-attached x16 slot (`lspci -vvv | grep "
+            "AtomicOps` shows what the path supports), or use a newer GPU or board.",
             CONTAINER_FIX,
             DOCTOR_FIX,
         ),
@@ -214,6 +221,7 @@ SYSTEM_ERRORS: tuple[KnownError, ...] = (
             r"libamd_smi\.so",
             r"librocm_smi64\.so",
             r"Could not import AMDSMI",
+            r"(Failed|Unable) to import (amdsmi|rocm_smi|pyrsmi)",
         ),
         (
             "torch on ROCm asks amdsmi for device counts and memory when pynvml (nvidia-ml-py) is "
