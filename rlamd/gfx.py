@@ -100,7 +100,8 @@ def therock_index(gfx: str) -> str | None:
 
 
 def tensile_archs(library: Path | None) -> set[str] | None:
-    """The gfx names rocBLAS has Tensile files for in ``library``; None if it is no folder.
+    """The gfx names rocBLAS has Tensile files for in ``library``; None if it is no folder
+    or its file names name no gfx (then the check cannot tell).
 
     rocBLAS keeps one set per architecture (``TensileLibrary_lazy_gfx1030.dat``,
     ``Kernels.so-000-gfx1030.hsaco``, ``TensileLibrary_..._gfx1030.co``); a name's gfx is
@@ -111,7 +112,7 @@ def tensile_archs(library: Path | None) -> set[str] | None:
     found: set[str] = set()
     for entry in library.iterdir():
         found.update(m.group(0).lower() for m in _GFX.finditer(entry.name))
-    return found
+    return found or None  # one merged library names no gfx: unknown, not "none"
 
 
 @dataclass(frozen=True)

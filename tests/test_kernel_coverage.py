@@ -61,6 +61,10 @@ class RocmTorch(FakeTorch):
 def test_tensile_archs_reads_every_gfx_from_the_file_names(rocblas, tmp_path):
     assert tensile_archs(rocblas) == {"gfx1030", "gfx1100", "gfx90a", "gfx942"}
     assert tensile_archs(tmp_path / "missing") is None and tensile_archs(None) is None
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    (merged / "TensileLibrary.dat").write_text("")
+    assert tensile_archs(merged) is None  # names no gfx: unknown, never "covers nothing"
 
 
 def test_coverage_names_what_is_missing_and_the_fix(rocblas):
