@@ -18,10 +18,12 @@ import os
 import re
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from rlamd.gfx import kernel_coverage, tensile_archs
 from rlamd.visibility import RayVisibilityProblem, ray_visibility_problem, visible_devices
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "DEVICE_HELP",
     "DeviceError",
     "DeviceInfo",
+    "KernelCoverageError",
     "RayVisibilityProblem",
     "TorchQueries",
     "apply_default_alloc_conf",
@@ -51,6 +54,11 @@ _VISIBILITY_VARS = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE
 
 class DeviceError(RuntimeError):
     """A device was asked for that this machine cannot provide."""
+
+
+class KernelCoverageError(DeviceError):
+    """The GPU is there, but this ROCm torch carries no kernels for its gfx: the first
+    kernel or matrix multiply would fail or abort the process (rocBLAS, MIOpen)."""
 
 
 class TorchQueries:
@@ -79,6 +87,18 @@ class TorchQueries:
             "total_memory": int(props.total_memory),
             "capability": f"{props.major}.{props.minor}",
         }
+
+    def arch_list(self) -> list[str]:
+        """The gfx/sm targets this torch was compiled for (empty when unknown)."""
+        try:
+            return list(torch.cuda.get_arch_list())
+        except Exception:  # pragma: no cover - builds without the call
+            return []
+
+    def rocblas_library_dir(self) -> Path | None:
+        """The rocBLAS Tensile folder a ROCm wheel ships (``torch/lib/rocblas/library``)."""
+        folder = Path(torch.__file__).parent / "lib" / "rocblas" / "library"
+        return folder if folder.is_dir() else None
 
     def gpu_bf16(self, index: int) -> bool:
         try:
@@ -237,6 +257,8 @@ def resolve_device(
         ValueError: the spelling is not one we accept.
         DeviceError: a GPU was asked for and none is usable, or the index is out of range;
             the message says what was found and points to ``python -m rlamd.doctor``.
+        KernelCoverageError: the ROCm GPU it would pick (``auto`` too) has no kernels in
+            this torch: the fix is said here, before a kernel fails or rocBLAS aborts.
     """
     api = api or TorchQueries()
     environ = os.environ if environ is None else environ
@@ -251,6 +273,7 @@ def resolve_device(
     gpu_ok = api.gpu_available() and api.device_count() > 0
     if kind == "auto":
         if gpu_ok:
+            _check_kernels(api, environ, 0)
             return torch.device("cuda", 0)
         return torch.device("mps") if api.mps_available() else torch.device("cpu")
     # kind is cuda / hip / rocm / gpu
@@ -268,7 +291,34 @@ def resolve_device(
             f"Use an index from 0 to {count - 1}, or check HIP_VISIBLE_DEVICES / "
             f"CUDA_VISIBLE_DEVICES. {DOCTOR_HINT}"
         )
+    _check_kernels(api, environ, index)
     return torch.device("cuda", index)
+
+
+def _check_kernels(api: TorchQueries, environ: Mapping[str, str], index: int) -> None:
+    """Refuse a ROCm GPU this torch has no kernels for, before the first kernel aborts.
+
+    Raises:
+        KernelCoverageError: the wheel's arch list or its rocBLAS Tensile files lack the
+            card's gfx (``RLAMD_SKIP_KERNEL_CHECK=1`` skips the check).
+    """
+    if api.hip_version() is None or environ.get("RLAMD_SKIP_KERNEL_CHECK", "") not in ("", "0"):
+        return
+    props = api.device_properties(index)
+    if not props.get("arch"):
+        return
+    coverage = kernel_coverage(
+        props["arch"],
+        api.arch_list(),
+        tensile_archs(api.rocblas_library_dir()),
+        environ.get("HSA_OVERRIDE_GFX_VERSION"),
+    )
+    if not coverage.ok:
+        raise KernelCoverageError(
+            f"{props.get('name', 'the GPU')} at cuda:{index}, {coverage.problem()}. The first "
+            "GPU kernel would fail (hipErrorNoBinaryForGpu) or rocBLAS would abort the process. "
+            f"Fix: {coverage.fix()} Set RLAMD_SKIP_KERNEL_CHECK=1 to try anyway. {DOCTOR_HINT}"
+        )
 
 
 def _clean_arch(arch: str) -> str:

@@ -5,34 +5,45 @@
 #   bash scripts/setup.sh --dev      + pytest, ruff (for the test suite)
 #   bash scripts/setup.sh --bench    + Stable-Baselines3, matplotlib (peer benchmarks)
 #   bash scripts/setup.sh --ray      + ray[default,rllib] (cluster training)
+#   bash scripts/setup.sh --dry-run  print the flavour, torch and index it would install;
+#                                    install nothing (no .venv is made either)
 #
 # PyTorch is installed *before* rlamd, pinned, so pip never resolves an unpinned torch:
-#   ROCm found (/opt/rocm, $ROCM_PATH, rocminfo)  -> ROCm wheel from the PyTorch ROCm index
-#   NVIDIA driver found (nvidia-smi)              -> the CUDA wheel from PyPI
-#   otherwise                                     -> the CPU wheel
+#   ROCm found ($ROCM_PATH or /opt/rocm, rocminfo) -> ROCm wheel from an index PyTorch
+#       publishes for the pin: the host's ROCm X.Y when listed, else the newest one the
+#       host's driver runs (rlamd/doctor/wheels.py holds the table); a host too old for
+#       every wheel of the pin stops here, before anything is installed, and says why
+#   NVIDIA driver found (nvidia-smi)               -> the CUDA wheel from PyPI
+#   otherwise                                      -> the CPU wheel
 # Overrides:
 #   RLAMD_TORCH=rocm|cuda|cpu|skip     force a flavour (skip: keep the torch you have)
 #   RLAMD_TORCH_VERSION=2.13.0         the torch release to pin
-#   RLAMD_TORCH_INDEX_URL=URL          e.g. https://download.pytorch.org/whl/rocm6.4
+#   RLAMD_TORCH_INDEX_URL=URL          use this index as is, e.g. https://download.pytorch.org/whl/rocm7.2
+#   ROCM_PATH=/opt/rocm-7.2.0          the host ROCm whose .info/version is read (only there when set)
 #   RLAMD_PYTHON=python3.11            interpreter for a new .venv
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras=()
+dry_run=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev) ;;
     --bench) extras+=(bench) ;;
     --ray) extras+=(ray) ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray)" >&2; exit 2 ;;
+    --dry-run) dry_run=1 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --dry-run)" >&2; exit 2 ;;
   esac
 done
 
 if [ -n "${VIRTUAL_ENV:-}" ]; then
   py="$VIRTUAL_ENV/bin/python"
+elif [ -x .venv/bin/python ] || [ "$dry_run" = 1 ]; then
+  py=.venv/bin/python
+  [ -x "$py" ] || py="${RLAMD_PYTHON:-python3}"  # a dry run makes no .venv
 else
-  [ -x .venv/bin/python ] || "${RLAMD_PYTHON:-python3}" -m venv .venv
+  "${RLAMD_PYTHON:-python3}" -m venv .venv
   py=.venv/bin/python
 fi
 pip() { "$py" -m pip --disable-pip-version-check "$@"; }
@@ -41,14 +52,17 @@ pip() { "$py" -m pip --disable-pip-version-check "$@"; }
 version="${RLAMD_TORCH_VERSION:-$(sed -n 's/^TORCH_PIN = "\(.*\)"$/\1/p' rlamd/doctor/install.py)}"
 flavour="${RLAMD_TORCH:-}"
 rocm_version=""
-for f in "${ROCM_PATH:-/opt/rocm}/.info/version" /opt/rocm/.info/version; do
-  if [ -r "$f" ]; then rocm_version=$(cut -d- -f1 "$f" | cut -d. -f1,2); break; fi
-done
+rocm_file="${ROCM_PATH:-/opt/rocm}/.info/version"
+if [ -r "$rocm_file" ]; then rocm_version=$(head -n 1 "$rocm_file" | cut -d- -f1); fi
 if [ -z "$flavour" ]; then
   if [ -n "$rocm_version" ] || command -v rocminfo >/dev/null 2>&1; then flavour=rocm
   elif command -v nvidia-smi >/dev/null 2>&1; then flavour=cuda
   else flavour=cpu; fi
 fi
+case "$flavour" in
+  rocm|cuda|cpu|skip) ;;
+  *) echo "setup: RLAMD_TORCH='$flavour' (accepted: rocm cuda cpu skip)" >&2; exit 2 ;;
+esac
 
 have=$("$py" -c 'import torch; print(torch.__version__, torch.version.hip or "-", torch.version.cuda or "-", sep="|")' 2>/dev/null || true)
 want_ok() {  # is the installed torch of the flavour we want?
@@ -62,10 +76,33 @@ want_ok() {  # is the installed torch of the flavour we want?
 }
 
 index_args=()
+why=""
 if [ -n "${RLAMD_TORCH_INDEX_URL:-}" ]; then
   index_args=(--index-url "$RLAMD_TORCH_INDEX_URL")
+  why="RLAMD_TORCH_INDEX_URL, used as given"
 elif [ "$flavour" = rocm ]; then
-  index_args=(--index-url "https://download.pytorch.org/whl/rocm${rocm_version:-6.4}")
+  # The table of published ROCm wheels (rlamd/doctor/wheels.py, standard library only).
+  status=0
+  picked=$("$py" rlamd/doctor/wheels.py pick --torch "$version" --rocm "$rocm_version") || status=$?
+  if [ "$status" != 0 ]; then
+    echo "setup: no ROCm wheel of torch==$version to install here (host ROCm ${rocm_version:-not found}, reasons above); stopped before installing anything" >&2
+    exit 3
+  fi
+  index_args=(--index-url "$(sed -n 1p <<<"$picked")")
+  why=$(sed -n 2p <<<"$picked")
+fi
+
+if [ "$dry_run" = 1 ]; then
+  echo "setup (dry run): flavour $flavour${rocm_version:+, host ROCm $rocm_version}"
+  if [ "$flavour" = skip ]; then
+    echo "setup (dry run): torch: keep the installed one (${have:-none})"
+  else
+    echo "setup (dry run): torch: torch==$version"
+    echo "setup (dry run): index: ${index_args[1]:-the default ones (PyPI, or those your pip config names)}${why:+ ($why)}"
+    echo "setup (dry run): would run: $py -m pip install torch==$version ${index_args[*]:-}"
+  fi
+  echo "setup (dry run): installed now: ${have:-no torch}; nothing was installed"
+  exit 0
 fi
 
 case "$flavour" in
@@ -77,7 +114,7 @@ case "$flavour" in
       # pip counts an installed 2.13.0+cpu as satisfying torch==2.13.0 from the ROCm index:
       # remove another flavour first, or it stays.
       if [ -n "$have" ]; then pip uninstall -y torch; fi
-      echo "setup: installing torch==$version for $flavour ${index_args[*]:-}"
+      echo "setup: installing torch==$version for $flavour ${index_args[*]:-}${why:+ ($why)}"
       pip install "torch==$version" "${index_args[@]}"
     fi ;;
   *) echo "setup: RLAMD_TORCH='$flavour' (accepted: rocm cuda cpu skip)" >&2; exit 2 ;;

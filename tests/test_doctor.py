@@ -14,8 +14,10 @@ import pytest
 from rlamd.doctor import KNOWN_ERRORS, System, diagnose
 from rlamd.doctor.__main__ import format_report, main
 from rlamd.doctor.checks import ENV_VARS, interfaces_matching
-from rlamd.doctor.install import TORCH_PIN
+from rlamd.doctor.install import TORCH_PIN, rocm_index_url
 from rlamd.doctor.system import _run_real
+from rlamd.doctor.wheels import OLDEST_HOST, TORCH_ROCM_INDEXES
+from rlamd.gfx import THEROCK_INDEXES
 
 from .test_device import FakeTorch
 
@@ -147,13 +149,25 @@ def test_no_kfd_access(tmp_path):
     ("torch", "build"), [(Torch(cuda="13.0"), "CUDA 13.0"), (Torch(), "CPU-only")]
 )
 def test_wrong_torch_build_on_amd_machine(tmp_path, torch, build):
-    r = diagnose(machine(tmp_path, rocm="6.3.2", torch=torch), "auto", app=False)
+    r = diagnose(machine(tmp_path, rocm="7.1.0", torch=torch), "auto", app=False)
     c = by_name(r, "PyTorch build")
     assert c.status == "FAIL" and f"{build} build on an AMD machine" in c.seen
-    # pinned like scripts/setup.sh, from the index of the system ROCm
-    assert f"torch=={TORCH_PIN} --index-url https://download.pytorch.org/whl/rocm6.3" in c.fix
+    # pinned like scripts/setup.sh, from the index it picks for this host (no rocm7.1 for the pin)
+    expected = rocm_index_url("7.1.0")
+    assert TORCH_ROCM_INDEXES[TORCH_PIN] and expected.endswith(TORCH_ROCM_INDEXES[TORCH_PIN])
+    assert f"torch=={TORCH_PIN} --index-url {expected}" in c.fix
     assert "RLAMD_TORCH=rocm bash scripts/setup.sh" in c.fix and "uninstall -y torch" in c.fix
     assert not r.usable
+
+
+def test_wrong_torch_build_on_a_host_too_old_for_the_pin(tmp_path):
+    """Regression: the fix named whl/rocm6.3 for torch 2.13.0, a wheel that does not exist."""
+    r = diagnose(machine(tmp_path, rocm="6.3.2", torch=Torch()), "auto", app=False)
+    c = by_name(r, "PyTorch build")
+    named = re.findall(r"download\.pytorch\.org/whl/(rocm[\d.]+)", c.fix)
+    assert "rocm6.3" not in re.findall(r"torch==2\.13\.0 --index-url \S+", c.fix)
+    assert named and all(any(i in TORCH_ROCM_INDEXES[v] for v in TORCH_ROCM_INDEXES) for i in named)
+    assert "uninstall -y torch" in c.fix and "RLAMD_TORCH_VERSION=" in c.fix
 
 
 def test_unsupported_gfx_without_override(tmp_path):
@@ -212,15 +226,28 @@ def test_visibility_variable_hiding_all_gpus(tmp_path):
     assert by_name(r, "torch sees the GPU").status == "FAIL"
 
 
-def test_rocm_torch_version_mismatch(tmp_path):
+def test_rocm_torch_too_new_for_the_driver(tmp_path):
     r = diagnose(
         machine(tmp_path, rocm="6.1.3", torch=Torch(hip="6.4.1", gpus=[RX6800], archs=SHIPPED)),
         "hip",
         app=False,
     )
     c = by_name(r, "torch HIP vs system ROCm")
-    assert c.status == "WARN" and "HIP 6.4, system ROCm 6.1" in c.seen and "rocm6.1" in c.fix
+    assert c.status == "WARN" and "HIP 6.4, system ROCm 6.1" in c.seen
+    assert f"ROCm {OLDEST_HOST['rocm6.4']} or newer" in c.seen
+    # the pin has no wheel for a ROCm 6.1 driver: the fix says so rather than naming whl/rocm6.1
+    assert "whl/rocm6.1 " not in c.fix and "RLAMD_TORCH_VERSION=" in c.fix
     assert r.usable
+
+
+def test_rocm_torch_on_a_newer_driver_passes(tmp_path):
+    r = diagnose(
+        machine(tmp_path, rocm="7.1.0", torch=Torch(hip="7.2.1", gpus=[RX6800], archs=SHIPPED)),
+        "hip",
+        app=False,
+    )
+    c = by_name(r, "torch HIP vs system ROCm")
+    assert c.status == "PASS" and "HIP 7.2 runs on the driver of ROCm 7.1" in c.seen
 
 
 def test_nvidia_machine_has_no_false_fails(tmp_path):
@@ -292,9 +319,19 @@ def test_every_pip_install_the_doctor_prints_is_pinned(tmp_path):
             root.mkdir()
             r = diagnose(machine(root, amd=amd, nvidia=nvidia, torch=torch), "auto", app=False)
             fixes += [c.fix for c in r.checks if c.fix]
-    installs = [m for f in fixes for m in re.findall(r"pip install ([^\s`]+)", f)]
+    installs = [m for f in fixes for m in re.findall(r"pip install ([^`]+)", f)]
+    # the installs of torch itself (not torchvision, amdsmi, an extension being rebuilt)
+    installs = [m for m in installs if re.search(r"(^|\s)torch(==|\s|$)", m)]
     assert installs, "no install command found: the test would pass vacuously"
-    assert all(spec == f"torch=={TORCH_PIN}" for spec in installs), installs
+
+    # pinned, or AMD's per-gfx nightly index (its torch is the index's own build, never PyPI's)
+    def pinned_or_amd(spec: str) -> bool:
+        index = re.search(r"--index-url (\S+)", spec)
+        amd = index is not None and index.group(1) in THEROCK_INDEXES.values()
+        return spec.startswith(f"torch=={TORCH_PIN}") or (amd and "--pre torch" in spec)
+
+    assert all(pinned_or_amd(spec) for spec in installs), installs
+    assert any(spec.startswith(f"torch=={TORCH_PIN}") for spec in installs)
 
 
 # ---------------------------------------------------------------- what is set

@@ -11,48 +11,51 @@ from rlamd.doctor import KNOWN_ERRORS, explain
 from rlamd.doctor.__main__ import main
 from rlamd.doctor.gfx import FAMILY_OVERRIDES, OVERRIDE_RULE, gfx_for_override, override_for
 from rlamd.doctor.install import TORCH_PIN
+from rlamd.doctor.known_errors import explain_log
 
-SAMPLES = {
-    "no_binary_for_gpu": (
-        "RuntimeError: HIP error: hipErrorNoBinaryForGpu: Unable to find code object for all "
-        "current devices!"
-    ),
-    "out_of_memory": "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 7.03 GiB",
-    "hsa_out_of_resources": (
-        "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary resources."
-    ),
-    "collective_timeout": (
-        "[Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
-        "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."
-    ),
-    "no_hip_gpus": "RuntimeError: No HIP GPUs are available",
-    "cuda_not_available": "torch.cuda.is_available() returns False on my RX 7900",
-    "invalid_ordinal": "RuntimeError: HIP error: invalid device ordinal",
-    "kfd_permission": "Unable to open /dev/kfd read-write: Permission denied",
-    "missing_libs": (
-        "OSError: libamdhip64.so.6: cannot open shared object file: No such file or directory"
-    ),
-    "memory_access_fault": (
-        "Memory access fault by GPU node-1 (Agent handle: 0x55d1) on address 0x7f. Reason: Page "
-        "not present or supervisor privilege."
-    ),
-    "hip_version_mismatch": (
-        "hipErrorInsufficientDriver: driver version is insufficient for runtime version"
-    ),
-}
+from .known_error_messages import MESSAGES
+
+SAMPLES = {key: found[0][1] for key, found in MESSAGES.items()}
+"""One real message per row (tests/known_error_messages.py, copied from public issues)."""
+CASES = [(key, url, text) for key, found in MESSAGES.items() for url, text in found]
 
 
-def test_every_table_row_has_a_sample():
-    assert set(SAMPLES) == {e.key for e in KNOWN_ERRORS}
+def test_the_table_has_at_least_25_rows_each_with_a_real_message_and_its_source():
+    keys = [e.key for e in KNOWN_ERRORS]
+    assert len(keys) == len(set(keys)) >= 25
+    assert set(MESSAGES) == set(keys)
+    for e in KNOWN_ERRORS:
+        urls = {url for url, _ in MESSAGES[e.key]}
+        assert e.source in urls, (e.key, e.source)  # the row cites an issue showing it
+        assert all(u.startswith("https://github.com/") for u in urls)
+        assert e.causes and e.fixes and e.patterns
 
 
-@pytest.mark.parametrize("key", sorted(SAMPLES))
-def test_explain_matches_each_row(key, capsys):
-    keys = [e.key for e in explain(SAMPLES[key])]
-    assert keys[0] == key
-    assert main(["--explain", SAMPLES[key], "--json"]) == 0
+@pytest.mark.parametrize(
+    ("key", "url", "text"), CASES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(CASES)]
+)
+def test_each_real_message_gets_its_diagnosis_first(key, url, text, capsys):
+    keys = [e.key for e in explain(text)]
+    assert keys and keys[0] == key, (url, keys)
+    assert main(["--explain", text, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["matches"][0]["key"] == key and out["matches"][0]["fixes"]
+    assert key in [m.error.key for m in explain_log(text)]  # a log holding it finds it too
+
+
+def test_the_two_misses_of_issue_21_are_diagnosed():
+    """Regression: both got 'No known error matches' before."""
+    tensile = (
+        "rocBLAS error: Cannot read /home/u/.venv/lib/python3.12/site-packages/torch/lib/rocblas/"
+        "library/TensileLibrary.dat: Illegal seek for GPU arch : gfx1031"
+    )
+    first = explain(tensile)[0]
+    assert first.key == "tensile_missing"
+    assert any("HSA_OVERRIDE_GFX_VERSION=10.3.0" in f for f in first.fixes)
+    miopen = MESSAGES["miopen_db"][0][1] + "\nRuntimeError: miopenStatusInternalError"
+    first = explain(miopen)[0]
+    assert first.key == "miopen_db"
+    assert any("MIOPEN_USER_DB_PATH" in f and "MIOPEN_CUSTOM_CACHE_DIR" in f for f in first.fixes)
 
 
 def test_explain_unknown_message(capsys):

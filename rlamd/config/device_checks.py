@@ -19,7 +19,7 @@ __all__ = ["check_device"]
 def _learner_device_type(cfg: Any, api: Any) -> tuple[str, int | None] | None:
     """The type (``cpu``, ``cuda``, ``mps``) and index of the device updates run on, or
     None when only the Ray cluster can tell."""
-    from rlamd.device import DeviceError, parse_device_spec, resolve_device
+    from rlamd.device import DeviceError, KernelCoverageError, parse_device_spec, resolve_device
 
     train = cfg.train
     if cfg.ray.enabled:
@@ -31,6 +31,10 @@ def _learner_device_type(cfg: Any, api: Any) -> tuple[str, int | None] | None:
         return ("cuda", None) if gpus is not None and gpus > 0 else None
     try:
         device = resolve_device(train.device, api=api)
+    except KernelCoverageError as exc:
+        # The card exists but this torch has no kernels for it: auto would pick it too.
+        why = str(exc).rstrip(".")
+        raise bad_setting("train", "device", train.device, "cpu until fixed", why=why) from None
     except DeviceError as exc:
         count = api.device_count() if api.gpu_available() else 0
         gpus = f", cuda:0 to cuda:{count - 1} (or hip:N)" if count else ""
@@ -51,7 +55,9 @@ def check_device(cfg: Any, *, api: Any = None) -> None:
     alone imply is checked (``--gpus-per-learner 0`` or ``--device cpu``: CPU learners).
 
     Raises:
-        ConfigError: no such device here; fp16 on the CPU (no fp16 autocast); bf16 on a
+        ConfigError: no such device here; a ROCm GPU this torch has no kernels for (the
+            preflight of :func:`rlamd.device.resolve_device`, which says the fix before
+            rocBLAS or MIOpen would abort the process); fp16 on the CPU (no fp16 autocast); bf16 on a
             GPU without bf16 (autocast would quietly run in fp32); ``graph='on'``
             without a GPU (graphs are CUDA/HIP only).
     """

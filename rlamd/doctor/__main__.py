@@ -1,4 +1,4 @@
-"""``python -m rlamd.doctor [--device DEV] [--json] [--explain "<message>"]``.
+"""``python -m rlamd.doctor [--device DEV] [--json] [--explain "<message>" | --explain-file LOG]``.
 
 Lists the environment variables that pick the GPU and RCCL's network, walks hardware,
 driver, runtime, framework, architecture, what a Ray run would meet (ROCR_VISIBLE_DEVICES,
@@ -16,7 +16,7 @@ import sys
 from rlamd.device import DEFAULT_HIP_ALLOC_CONF, DEVICE_HELP
 
 from .checks import FAIL, LAYERS, PASS, SKIP, WARN, Report, diagnose
-from .known_errors import KNOWN_ERRORS, explain, format_explanation
+from .known_errors import KNOWN_ERRORS, KnownError, explain, explain_log, format_explanation
 from .system import System
 
 _COLOURS = {PASS: "\033[32m", WARN: "\033[33m", FAIL: "\033[31m", SKIP: "\033[90m"}
@@ -52,25 +52,67 @@ def format_report(report: Report, colour: bool) -> str:
     return "\n".join(lines)
 
 
+def _as_dict(e: KnownError) -> dict:
+    return {
+        "key": e.key,
+        "title": e.title,
+        "causes": list(e.causes),
+        "fixes": list(e.fixes),
+        "source": e.source,
+    }
+
+
+def _no_match() -> str:
+    known = "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
+    return (
+        "No known error matches. Known errors:\n"
+        + known
+        + "\nRun `python -m rlamd.doctor` to check the machine layer by layer."
+    )
+
+
 def _explain(message: str, *, as_json: bool) -> int:
     """Print the known errors matching ``message``; exit status 0 when one matched."""
     rows = explain(message)
     if as_json:
-        matches = [
-            {"key": e.key, "title": e.title, "causes": list(e.causes), "fixes": list(e.fixes)}
-            for e in rows
-        ]
-        print(json.dumps({"message": message, "matches": matches}))
+        print(json.dumps({"message": message, "matches": [_as_dict(e) for e in rows]}))
     elif rows:
         print("\n\n".join(format_explanation(e) for e in rows))
     else:
-        known = "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
         print(
-            "No known error matches that message. Known errors:\n"
-            + known
-            + "\nRun `python -m rlamd.doctor` to check the machine layer by layer."
+            _no_match().replace("No known error matches.", "No known error matches that message.")
         )
     return 0 if rows else 1
+
+
+def _explain_file(path: str, *, as_json: bool) -> int:
+    """Every known error in a log file (``-``: stdin), first one first, with its line.
+
+    Exit status 0 when one matched, 1 when none did, 2 when the file cannot be read.
+    """
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+    except OSError as exc:
+        print(
+            f"error: --explain-file {path}: {exc.strerror or exc} (give a log file or -)",
+            file=sys.stderr,
+        )
+        return 2
+    found = explain_log(text)
+    if as_json:
+        rows = [{"line_no": m.line_no, "line": m.line, **_as_dict(m.error)} for m in found]
+        print(json.dumps({"file": path, "matches": rows}))
+    elif found:
+        blocks = [f"line {m.line_no}: {m.line}\n{format_explanation(m.error)}" for m in found]
+        name = "stdin" if path == "-" else path
+        print(f"{len(found)} known error(s) in {name}, first one first:\n\n" + "\n\n".join(blocks))
+    else:
+        print(_no_match().replace("No known error matches.", f"No known error in {path}."))
+    return 0 if found else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,8 +121,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--json", action="store_true", help="print one JSON object (for bug reports)")
-    p.add_argument(
+    what = p.add_mutually_exclusive_group()
+    what.add_argument(
         "--explain", metavar="MESSAGE", help="explain a pasted error message or log line"
+    )
+    what.add_argument(
+        "--explain-file",
+        metavar="LOG",
+        help="find every known error in a log file (- for stdin), first one first, with its line",
     )
     p.add_argument("--no-app", action="store_true", help="skip the operations run on the device")
     p.add_argument(
@@ -92,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.explain is not None:
         return _explain(args.explain, as_json=args.json)
+    if args.explain_file is not None:
+        return _explain_file(args.explain_file, as_json=args.json)
     try:
         report = diagnose(System(timeout=args.timeout), args.device, app=not args.no_app)
     except ValueError as exc:

@@ -10,11 +10,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from rlamd.gfx import kernel_coverage, tensile_archs
+
 from .gfx import FAMILY_OVERRIDES, gfx_for_override
-from .install import rocm_index_url, torch_install_fix
+from .install import torch_install_fix
 from .layers import Asked
 from .report import FAIL, PASS, SKIP, WARN, Report, fix_from_table
 from .system import System
+from .wheels import OLDEST_HOST, version_tuple
 
 __all__ = ["TorchSeen", "check_architecture", "check_framework"]
 
@@ -97,18 +100,35 @@ def _check_build(
 
 
 def _check_hip_vs_rocm(r: Report, hip: str, rocm: str) -> None:
+    """A ROCm wheel brings its own runtime; the host's driver must be new enough for it
+    (AMD supports driver and user space two releases apart, :mod:`.wheels`)."""
     th, sr = ".".join(hip.split(".")[:2]), ".".join(rocm.split(".")[:2])
     if th == sr:
         r.add("framework", "torch HIP vs system ROCm", PASS, f"both {th}")
         return
-    r.add(
-        "framework",
-        "torch HIP vs system ROCm",
-        WARN,
-        f"torch built for HIP {th}, system ROCm {sr}",
-        "Usually works (the wheel carries its runtime) if the driver is new enough; for a "
-        f"match install from {rocm_index_url(sr)}.",
-    )
+    oldest = OLDEST_HOST.get(f"rocm{th}")
+    if oldest is None:
+        r.add(
+            "framework",
+            "torch HIP vs system ROCm",
+            WARN,
+            f"torch built for HIP {th}, system ROCm {sr}",
+            "Usually works (the wheel carries its runtime) if the amdgpu driver is new enough; "
+            "if GPU calls fail, install the pinned wheel as scripts/setup.sh picks it: "
+            f"{torch_install_fix('rocm', rocm)}",
+        )
+    elif version_tuple(sr) >= version_tuple(oldest):
+        seen = f"torch built for HIP {th} runs on the driver of ROCm {sr} ({oldest} or newer)"
+        r.add("framework", "torch HIP vs system ROCm", PASS, seen)
+    else:
+        r.add(
+            "framework",
+            "torch HIP vs system ROCm",
+            WARN,
+            f"torch built for HIP {th}, system ROCm {sr}: the wheel needs the amdgpu driver of "
+            f"ROCm {oldest} or newer",
+            torch_install_fix("rocm", rocm),
+        )
 
 
 def _check_visibility(r: Report, env: Mapping[str, str], wants_gpu: bool) -> None:
@@ -184,9 +204,13 @@ def check_architecture(
     if asked.amd and seen.hip:
         t = system.torch
         shipped = t.arch_list() if hasattr(t, "arch_list") else []
+        library = t.rocblas_library_dir() if hasattr(t, "rocblas_library_dir") else None
+        tensile = tensile_archs(library)
         cards = seen.gfx or info_gfx or system.kfd_gfx()
         for gfx in dict.fromkeys(cards):
             _check_gfx(r, gfx, shipped, override)
+            if tensile is not None:
+                _check_tensile(r, gfx, tensile, override, str(library))
         if not cards:
             seen_text = "no gfx name found (rocminfo, KFD topology and torch all silent)"
             r.add("architecture", "gfx", SKIP, seen_text)
@@ -222,6 +246,24 @@ def _check_gfx(r: Report, gfx: str, shipped: list[str], override: str | None) ->
             f"{gfx} is not in this torch's targets ({targets})",
             "No known override fits this card: use a PyTorch/ROCm release that lists it.",
         )
+
+
+def _check_tensile(
+    r: Report, gfx: str, tensile: set[str], override: str | None, library: str
+) -> None:
+    """rocBLAS aborts the process at the first matrix multiply on a gfx it has no Tensile
+    files for (``Cannot read ...TensileLibrary.dat: Illegal seek for GPU arch``)."""
+    coverage = kernel_coverage(gfx, (), tensile, override)
+    name = f"{gfx} rocBLAS kernels"
+    if coverage.ok:
+        seen = f"Tensile files for {coverage.runs_as} in {library}"
+        r.add("architecture", name, PASS, seen)
+        return
+    seen = (
+        f"{coverage.problem()} in {library}: the first matrix multiply would abort the process "
+        f"(rocBLAS: Cannot read TensileLibrary.dat for GPU arch {coverage.runs_as})"
+    )
+    r.add("architecture", name, FAIL, seen, coverage.fix())
 
 
 def _check_override(r: Report, gfx: str, shipped: list[str], override: str) -> None:

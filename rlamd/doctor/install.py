@@ -1,8 +1,10 @@
 """The PyTorch install commands the doctor prints: pinned, as ``scripts/setup.sh`` installs.
 
-The README's rule is that torch is always pinned. ``TORCH_PIN`` and ``DEFAULT_ROCM`` are
-the defaults of ``scripts/setup.sh`` (``RLAMD_TORCH_VERSION`` and the ROCm index it uses
-when no system ROCm is found); ``tests/test_doctor_install.py`` fails when they drift apart.
+The README's rule is that torch is always pinned. ``TORCH_PIN`` is the default of
+``scripts/setup.sh`` (``RLAMD_TORCH_VERSION``, which it reads from this file); the ROCm
+index comes from the table in :mod:`.wheels`, which setup.sh runs too, so the doctor's
+commands name the index setup.sh would install from. ``tests/test_doctor_install.py`` and
+``tests/test_setup_script.py`` fail when they drift apart.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+
+from .wheels import HostTooOld, newest_index, pick
 
 __all__ = [
     "DEFAULT_ROCM",
@@ -21,18 +25,20 @@ __all__ = [
 
 TORCH_PIN = "2.13.0"
 """The torch release ``scripts/setup.sh`` pins (its ``RLAMD_TORCH_VERSION`` default)."""
-DEFAULT_ROCM = "6.4"
-"""The ROCm wheel index ``scripts/setup.sh`` uses when it finds no system ROCm."""
+DEFAULT_ROCM = newest_index(TORCH_PIN).removeprefix("rocm")
+"""The ROCm of the index ``scripts/setup.sh`` uses when it finds no system ROCm: the
+newest PyTorch publishes for ``TORCH_PIN``."""
 _FLAVOURS = ("rocm", "cuda", "cpu")
 
 
 def rocm_index_url(rocm: str | None = None) -> str:
-    """PyTorch's wheel index for ROCm ``X.Y`` (``6.4.1-120`` -> ``.../whl/rocm6.4``).
+    """The ROCm index ``scripts/setup.sh`` installs ``TORCH_PIN`` from on a host with ROCm
+    ``rocm`` (``7.1.0`` -> ``.../whl/rocm7.2``); ``None`` (no host ROCm) gives the newest.
 
-    ``None`` gives the index of ``DEFAULT_ROCM``, as ``scripts/setup.sh`` does.
+    Raises:
+        HostTooOld: every wheel of the pin needs a newer driver; the message says the ways out.
     """
-    major_minor = ".".join((rocm or DEFAULT_ROCM).split("-")[0].split(".")[:2])
-    return f"https://download.pytorch.org/whl/rocm{major_minor}"
+    return pick(TORCH_PIN, rocm).url
 
 
 def python_command(executable: str | None = None, cwd: str | None = None) -> str:
@@ -59,12 +65,14 @@ def torch_install_fix(
 
     Args:
         flavour: ``rocm``, ``cuda`` or ``cpu`` (the values of ``RLAMD_TORCH``).
-        rocm: the system ROCm version (``6.3.2``), which picks the wheel index as
+        rocm: the system ROCm version (``7.1.0``), which picks the wheel index as
             ``scripts/setup.sh`` does; None for ``DEFAULT_ROCM``.
         python: the interpreter to call; None for :func:`python_command`.
 
     The installed torch is removed first: pip counts ``2.13.0+cpu`` as satisfying
-    ``torch==2.13.0`` and would otherwise keep the wrong build.
+    ``torch==2.13.0`` and would otherwise keep the wrong build. On a host too old for every
+    ROCm wheel of the pin the text is setup.sh's paragraph instead (upgrade, an older pin,
+    or AMD's wheels), never an index that does not exist.
 
     Raises:
         ValueError: for a flavour other than rocm, cuda or cpu.
@@ -72,6 +80,11 @@ def torch_install_fix(
     if flavour not in _FLAVOURS:
         raise ValueError(f"flavour={flavour!r}; accepted: {', '.join(_FLAVOURS)}")
     py = python or python_command()
+    if flavour == "rocm":
+        try:
+            rocm_index_url(rocm)
+        except HostTooOld as exc:
+            return f"Uninstall this torch (`{py} -m pip uninstall -y torch`), then: {exc}"
     index = {
         "rocm": f" --index-url {rocm_index_url(rocm)}",
         "cuda": "",  # Linux wheels on PyPI are CUDA builds

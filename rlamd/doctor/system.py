@@ -45,16 +45,6 @@ def _run_real(cmd: list[str], timeout: float) -> tuple[int, str] | None:
     return p.returncode, p.stdout + p.stderr
 
 
-class _TorchWithArchs(TorchQueries):
-    def arch_list(self) -> list[str]:
-        import torch
-
-        try:
-            return list(torch.cuda.get_arch_list())
-        except Exception:  # pragma: no cover - builds without the call
-            return []
-
-
 @dataclass
 class System:
     """The machine as the doctor sees it (all fields injectable for tests)."""
@@ -62,7 +52,7 @@ class System:
     root: Path = Path("/")
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     run: Callable[[list[str], float], tuple[int, str] | None] = _run_real
-    torch: TorchQueries = field(default_factory=_TorchWithArchs)
+    torch: TorchQueries = field(default_factory=TorchQueries)
     groups: Callable[[], set[str]] | None = None
     access: Callable[[Path], bool] | None = None
     timeout: float = 5.0
