@@ -14,14 +14,14 @@ import re
 import pytest
 
 from rlamd.config import ConfigError
+from rlamd.config.checks import check_device
 from rlamd.device import KernelCoverageError, resolve_device
 from rlamd.doctor import diagnose
 from rlamd.gfx import kernel_coverage, tensile_archs, therock_index
-from rlamd.config.checks import check_device
 
+from .config.test_checks import ONE_LINE, make_cfg
 from .test_device import FakeTorch
 from .test_doctor import RX6700, RX6800, SHIPPED, by_name, machine
-from .config.test_checks import ONE_LINE, make_cfg
 
 # What a ROCm wheel's torch/lib/rocblas/library holds (names as shipped, one set per gfx).
 TENSILE_FILES = [
