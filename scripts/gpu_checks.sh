@@ -33,18 +33,21 @@ step() {  # step LIMIT TITLE COMMAND...: run COMMAND for at most LIMIT s (less i
 cat > "$out/profile.py" <<'PY'
 import sys, torch
 from rlamd.agents.dqn import DQN, DQNConfig
+from rlamd.algos.dqn import capture_dqn
 from rlamd.bench.learner import filled_replay
+from rlamd.graphs import graph_status
 from rlamd.precision import Precision
 from rlamd.profiling import Profile, span
 dev = torch.device("cuda")
 buf = filled_replay(dev)
-agent = DQN(DQNConfig(batch_size=128), (4, 84, 84), 4, dev, Precision("bf16", dev))
+agent = DQN(DQNConfig(batch_size=128), (4, 84, 84), 4, dev, Precision("bf16", dev), capturable=True)
+agent = capture_dqn(agent, "auto")
 with Profile(f"{sys.argv[1]}/profile", steps=20, device=dev, skip=5) as prof:
     for _ in range(30):
         prof.step()
         with span("learn"):
             agent.learn(buf, 128, 0.5)
-print(agent.graph_status)
+print(graph_status(agent))
 PY
 cat > "$out/memory.py" <<'PY'
 import torch
@@ -52,7 +55,7 @@ from rlamd.replay import PrioritizedReplayBuffer
 torch.cuda.reset_peak_memory_stats()
 buf = PrioritizedReplayBuffer(1_000_000, 8, (4, 84, 84), torch.uint8, frame_stack=4, num_actions=4, n_step=3, device="cuda")
 print(f"allocated for 1M transitions: {torch.cuda.max_memory_allocated() / 1e9:.3f} GB "
-      f"({buf.nbytes_per_transition():.1f} bytes/transition), trees: {buf.sampler.backend}")
+      f"({buf.nbytes_per_transition():.1f} bytes/transition), trees: {buf.sampler.backend.name}")
 PY
 
 {
