@@ -15,7 +15,13 @@ import torch
 
 from rlamd.agents.dqn import DQN
 from rlamd.config.errors import bad_setting
-from rlamd.config.layout import envs_per_learner, frame_stack, learners, where_envs
+from rlamd.config.layout import (
+    envs_per_learner,
+    frame_stack,
+    learners,
+    split_over_learners,
+    where_envs,
+)
 from rlamd.envs import VecEnv
 from rlamd.graphs import capture_methods
 from rlamd.loops import OffPolicyLoop
@@ -79,17 +85,9 @@ def replay_holds_a_batch(cfg: Any) -> None:
 
 def batch_splits_over_learners(cfg: Any) -> None:
     """Ray: each learner takes an equal share of every batch."""
-    L = learners(cfg)
-    if cfg.dqn.batch_size % L:
-        up = -(-cfg.dqn.batch_size // L) * L
-        raise bad_setting(
-            "dqn",
-            "batch_size",
-            cfg.dqn.batch_size,
-            f"a multiple of ray.num_learners={L}",
-            why="each learner takes an equal share of every batch",
-            close=str(up),
-        )
+    split_over_learners(
+        cfg, "dqn", "batch_size", "each learner takes an equal share of every batch"
+    )
 
 
 CHECKS: dict[str, Callable[[Any], None]] = {

@@ -16,7 +16,13 @@ import torch
 
 from rlamd.agents.ppo import PPO, PPORows
 from rlamd.config.errors import bad_setting
-from rlamd.config.layout import divisors, envs_per_learner, learners, where_envs
+from rlamd.config.layout import (
+    divisors,
+    envs_per_learner,
+    learners,
+    split_over_learners,
+    where_envs,
+)
 from rlamd.envs import Step, VecEnv
 from rlamd.graphs import capture_methods
 from rlamd.loops import OnPolicyLoop
@@ -125,17 +131,12 @@ def steps_cover_a_rollout(cfg: Any) -> None:
 
 def workers_split_over_learners(cfg: Any) -> None:
     """Ray: each PPO learner takes the rollouts of an equal number of workers."""
-    W, L = cfg.ray.num_rollout_workers, learners(cfg)
-    if W % L:
-        up = -(-W // L) * L
-        raise bad_setting(
-            "ray",
-            "num_rollout_workers",
-            W,
-            f"a multiple of ray.num_learners={L}",
-            why="each PPO learner takes the rollouts of an equal number of workers",
-            close=str(up),
-        )
+    split_over_learners(
+        cfg,
+        "ray",
+        "num_rollout_workers",
+        "each PPO learner takes the rollouts of an equal number of workers",
+    )
 
 
 CHECKS: dict[str, Callable[[Any], None]] = {

@@ -10,7 +10,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-__all__ = ["divisors", "envs_per_learner", "family", "frame_stack", "learners", "where_envs"]
+from .errors import bad_setting
+
+__all__ = [
+    "divisors",
+    "envs_per_learner",
+    "family",
+    "frame_stack",
+    "learners",
+    "split_over_learners",
+    "where_envs",
+]
 
 
 def family(cfg: Any) -> str:
@@ -53,3 +63,22 @@ def where_envs(cfg: Any) -> str:
 def divisors(n: int, smallest: int) -> list[int]:
     """Divisors ``k`` of ``n`` with ``n // k >= smallest``."""
     return [k for k in range(1, n + 1) if n % k == 0 and n // k >= smallest]
+
+
+def split_over_learners(cfg: Any, section: str, key: str, what: str) -> None:
+    """Refuse ``section.key`` unless it is a multiple of the Ray learners (``what``: why
+    it must split evenly), naming the next multiple up.
+
+    Raises:
+        ConfigError: in the one-line shape.
+    """
+    value, L = getattr(getattr(cfg, section), key), learners(cfg)
+    if value % L:
+        raise bad_setting(
+            section,
+            key,
+            value,
+            f"a multiple of ray.num_learners={L}",
+            why=what,
+            close=str(-(-value // L) * L),
+        )

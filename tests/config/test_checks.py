@@ -11,27 +11,17 @@ import numpy as np
 import pytest
 import torch
 
-from rlamd.agents.dqn import DQNConfig
-from rlamd.agents.ppo import PPOConfig
 from rlamd.algos import dqn as dqn_algo
 from rlamd.algos import ppo as ppo_algo
 from rlamd.config import ConfigError, apply_overrides
 from rlamd.config.checks import ALE_SEED_LIMIT, RULES, check_device, check_run
-from rlamd.config.sections import RayConfig
+from rlamd.config.sections import SECTION_TYPES
 from rlamd.device import TorchQueries
-from rlamd.envs import AtariConfig
-from rlamd.train import TrainConfig
 
 ALL_RULES = {**RULES, **dqn_algo.CHECKS, **ppo_algo.CHECKS}
 """The run-wide rules and both algorithms' own checks, by name."""
 
-SECTION_CLASSES: dict[str, type] = {
-    "train": TrainConfig,
-    "dqn": DQNConfig,
-    "ppo": PPOConfig,
-    "atari": AtariConfig,
-    "ray": RayConfig,
-}
+SECTION_CLASSES: dict[str, type] = SECTION_TYPES
 ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
 
 

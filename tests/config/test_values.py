@@ -12,7 +12,6 @@ import typing
 import pytest
 
 from rlamd.agents.dqn import DQNConfig
-from rlamd.agents.ppo import PPOConfig
 from rlamd.config import (
     INT_MINIMUMS,
     ConfigError,
@@ -23,17 +22,11 @@ from rlamd.config import (
     parse_set,
     to_toml,
 )
-from rlamd.config.sections import RayConfig
+from rlamd.config.sections import SECTION_TYPES
 from rlamd.envs import AtariConfig
 from rlamd.train import TrainConfig, build_parser
 
-SECTION_CLASSES: dict[str, type] = {
-    "train": TrainConfig,
-    "dqn": DQNConfig,
-    "ppo": PPOConfig,
-    "atari": AtariConfig,
-    "ray": RayConfig,
-}
+SECTION_CLASSES: dict[str, type] = SECTION_TYPES
 SECTIONS = {name: cls() for name, cls in SECTION_CLASSES.items()}
 # One line, naming section.key and its value, then what is accepted.
 ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
