@@ -27,6 +27,7 @@ from rlamd.config.layers import resolve
 from rlamd.config.resume import check_resume, replay_saved
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
 from rlamd.device import DeviceError
+from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 from rlamd.rundir import RunBusy, holder
 from rlamd.runner import run
@@ -185,6 +186,7 @@ def _resume_line(state: dict, cfg: RunConfig, run_dir: Path) -> str:
 
 def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | None] | None:
     """The run's settings, and the checkpoint and folder it resumes; None: nothing to run."""
+    check_environment()
     resume_state, run_dir = None, None
     if args.resume:
         resume_state, run_dir = _resume(args)

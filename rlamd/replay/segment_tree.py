@@ -125,14 +125,16 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     Raises:
         ValueError: an unknown name, numba off the CPU, or triton that cannot run.
     """
-    if backend == "auto":
-        backend = os.environ.get("RLAMD_TREE_BACKEND", "auto") or "auto"
+    source = "backend"
+    if backend == "auto":  # an empty variable means unset
+        backend = os.environ.get("RLAMD_TREE_BACKEND", "").strip().lower() or "auto"
+        source = "RLAMD_TREE_BACKEND" if backend != "auto" else source
     if backend not in _BACKENDS:
         import difflib
 
         near = difflib.get_close_matches(backend, _BACKENDS, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ValueError(f"backend={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
+        raise ValueError(f"{source}={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
     if backend == "auto":
         if device.type == "cpu":
             return "numba" if HAVE_NUMBA else "torch"
