@@ -117,5 +117,8 @@ def test_the_tree_backend_named_by_the_variable_is_named_in_library_errors(monke
     monkeypatch.setenv("RLAMD_TREE_BACKEND", "garbage")
     with pytest.raises(ValueError, match="RLAMD_TREE_BACKEND='garbage'"):
         resolve_backend("auto", torch.device("cpu"))
+    monkeypatch.setenv("RLAMD_TREE_BACKEND", "numba")  # on a GPU: refused as the tree is built
+    with pytest.raises(ConfigError, match="RLAMD_TREE_BACKEND='numba' needs numba installed"):
+        resolve_backend("auto", torch.device("cuda"))
     monkeypatch.setenv("RLAMD_TREE_BACKEND", "")
     assert resolve_backend("auto", torch.device("cpu")) in ("numba", "torch")
