@@ -153,6 +153,8 @@ def _busy_message(path: Path, text: str) -> str:
         pid, host = found
         here = not host or host == socket.gethostname()
         who = f"process {pid}" + ("" if here else f" on {host}")
+        if here and not _alive(pid):  # a child it forked still holds the lock
+            who = f"a process that process {pid} (now gone) started"
     return (
         f"{path} is in use by {who}, which is training in it (it holds {path / LOCK_NAME}); "
         "stop that run first (Ctrl-C checkpoints it), or copy the folder and resume the copy"

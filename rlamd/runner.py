@@ -36,7 +36,13 @@ from rlamd.evaluate import evaluate_policy
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
 from rlamd.rundir import RunFolder, claim, hold
-from rlamd.storage import StorageError, storage_error, storage_fault, write_text_atomic
+from rlamd.storage import (
+    StorageError,
+    check_room,
+    storage_error,
+    storage_fault,
+    write_text_atomic,
+)
 
 __all__ = ["FORECAST_AFTER_S", "RunStopped", "resume_command", "run", "run_name"]
 
@@ -44,6 +50,8 @@ PROFILE_SKIP = 5
 """Iterations with updates that pass before ``--profile`` records (graph capture)."""
 FORECAST_AFTER_S = 3.0
 """Seconds of training measured before the engine says what to expect (on a CPU)."""
+MIN_ROOM = 2**20
+"""Bytes a new run needs free to start (its settings, logs and a small first checkpoint)."""
 
 
 class _Stop:
@@ -122,6 +130,11 @@ def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None =
     else:
         folder = hold(run_dir)
     try:
+        last = folder.path / FILENAME
+        if last.is_file():  # the next checkpoint is written beside this one, then renamed
+            check_room(folder.path, max(MIN_ROOM, last.stat().st_size), "its next checkpoint")
+        else:
+            check_room(folder.path, MIN_ROOM, "a new run")
         return _attempts(cfg, resume_state, folder)
     except RunStopped as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)

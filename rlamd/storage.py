@@ -18,6 +18,7 @@ from pathlib import Path
 __all__ = [
     "FAULTS",
     "StorageError",
+    "check_room",
     "free_bytes",
     "make_folder",
     "storage_error",
@@ -82,6 +83,23 @@ def _size(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.1f} {unit}"
     return f"{n} B"
+
+
+def check_room(path: str | Path, need: int, what: str) -> None:
+    """Refuse to start where ``what`` (``need`` bytes) cannot be written: a run on a full
+    disk is stopped before anything is built, not at its first checkpoint.
+
+    Raises:
+        StorageError: fewer than ``need`` bytes free on the filesystem of ``path``.
+    """
+    free = free_bytes(path)
+    if free is not None and free < need:
+        raise StorageError(
+            f"cannot write {path}: no space left on the device ({_size(free)} free there; "
+            f"{what} needs about {_size(need)})",
+            Path(path),
+            errno.ENOSPC,
+        )
 
 
 def storage_fault(exc: BaseException) -> StorageError | None:

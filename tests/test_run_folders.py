@@ -156,6 +156,36 @@ def test_a_read_only_or_file_logdir_is_one_line_before_anything_is_built(
 
 
 @pytest.mark.parametrize("disk", ["tmpfs", "injected"])
+def test_a_full_disk_at_the_start_is_one_line_before_anything_is_built(
+    tmp_path, small_disk, monkeypatch, capsys, disk
+):
+    from rlamd import storage
+
+    if disk == "tmpfs":
+        if small_disk is None:
+            pytest.skip("no tmpfs can be mounted here")
+        _fill(small_disk)
+        logdir = small_disk
+    else:
+        logdir = tmp_path / "runs"
+        assert _new(logdir, "old", 400) == 0  # then the disk fills up
+        monkeypatch.setattr(storage, "free_bytes", lambda path: 4096)
+    built = []
+    monkeypatch.setattr(runner, "LocalEngine", lambda *a: built.append(a))
+    capsys.readouterr()
+    assert _new(logdir, "r") == 2
+    err = _last_error(capsys.readouterr().err)
+    assert err.startswith(f"error: cannot write {logdir}") and "no space left on the device" in err
+    assert built == [] and not (logdir / "r").exists()
+    if disk == "injected":
+        assert _resume(logdir / "old", 800) == 2
+        err = _last_error(capsys.readouterr().err)
+        assert err.startswith(f"error: cannot write {logdir / 'old'}: no space left")
+        assert "4.0 KiB free there; its next checkpoint needs about 1.0 MiB" in err
+        assert built == [] and _step(logdir / "old") == 400
+
+
+@pytest.mark.parametrize("disk", ["tmpfs", "injected"])
 def test_a_full_disk_during_a_checkpoint_keeps_the_last_one_and_says_how_to_resume(
     tmp_path, small_disk, monkeypatch, capsys, disk
 ):
