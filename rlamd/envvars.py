@@ -4,7 +4,9 @@ Two kinds:
 
 * rlamd's own (``RLAMD_TREE_BACKEND``, ``RLAMD_OPENMP_DEFAULTS``,
   ``RLAMD_SKIP_KERNEL_CHECK``) and the ones rlamd reads to decide something
-  (``TRITON_INTERPRET``, ``HSA_OVERRIDE_GFX_VERSION``). An empty value means unset.
+  (``TRITON_INTERPRET``, ``HSA_OVERRIDE_GFX_VERSION``), or set where the user has not
+  (``PYTORCH_HIP_ALLOC_CONF`` / ``PYTORCH_ALLOC_CONF``, checked for their
+  ``option:value`` shape only: torch knows its options). An empty value means unset.
 * thread-pool variables that numba and the OpenMP runtime read when they load
   (``NUMBA_NUM_THREADS``, ``OMP_NUM_THREADS``, ``OMP_WAIT_POLICY``, ``GOMP_SPINCOUNT``,
   ``KMP_BLOCKTIME``; rlamd sets some of them, :mod:`rlamd.threads`). A bad one would
@@ -14,8 +16,8 @@ Two kinds:
   imports and ``--help`` always work; :func:`check_environment` (run by the commands
   before any work) then refuses it, with what it was.
 
-Other variables rlamd looks at only to see whether they are set (``PYTORCH_HIP_ALLOC_CONF``,
-``MALLOC_*``, ``RAY_ADDRESS``) or passes on (the GPU visibility lists, checked by
+Other variables rlamd looks at only to see whether they are set (``MALLOC_*``,
+``RAY_ADDRESS``) or passes on (the GPU visibility lists, checked by
 :mod:`rlamd.visibility` where Ray needs them) are the libraries' to check.
 """
 
@@ -51,6 +53,8 @@ def _thread_counts(v: str) -> bool:
 _SPINS = re.compile(r"\s*(\d+\s*[kmgt]?|infinite|infinity)\s*", re.I)
 _BLOCKTIME = re.compile(r"\s*(\d+\s*(ms|us)?|infinite)\s*", re.I)
 _GFX = re.compile(r"\d+\.\d+\.\d+")
+_OPTION = r"\s*\w+\s*:\s*(\[[^\]]*\]|[^,\[\]:]+)\s*"  # max_split_size_mb:128, x:[256:1,>:8]
+_ALLOC_CONF = re.compile(rf"{_OPTION}(,{_OPTION})*")
 _FLAGS = ("0", "1")
 _TRUE = ("1", "true", "on")  # what Triton's own switches read as on
 _FALSE = ("0", "false", "off")
@@ -102,6 +106,15 @@ VARIABLES: tuple[EnvVar, ...] = (
         "a version such as 10.3.0 or 11.0.0",
         lambda v: bool(_GFX.fullmatch(v.strip())),
         "the ROCm runtime and rlamd's kernel check",
+    ),
+    *(
+        EnvVar(
+            name,
+            "comma-separated option:value pairs, e.g. expandable_segments:True",
+            lambda v: bool(_ALLOC_CONF.fullmatch(v)),
+            "torch's GPU memory allocator (rlamd sets a default where it is unset)",
+        )
+        for name in ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
     ),
     EnvVar(
         "NUMBA_NUM_THREADS",

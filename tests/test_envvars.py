@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from rlamd.config import ConfigError
+from rlamd.device import DEFAULT_HIP_ALLOC_CONF
 from rlamd.envvars import VARIABLES, check_environment, flag, sanitize
 
 
@@ -29,6 +30,8 @@ from rlamd.envvars import VARIABLES, check_environment, flag, sanitize
         ("OMP_WAIT_POLICY", "pasive", "PASSIVE"),
         ("GOMP_SPINCOUNT", "-5", "0"),
         ("KMP_BLOCKTIME", "soon", "0"),
+        ("PYTORCH_HIP_ALLOC_CONF", "expandable_segments", None),
+        ("PYTORCH_ALLOC_CONF", "a:1,,b:2", None),
     ],
 )
 def test_a_bad_value_is_one_line_naming_the_variable(name, value, close):
@@ -57,6 +60,9 @@ def test_a_bad_value_is_one_line_naming_the_variable(name, value, close):
         ("GOMP_SPINCOUNT", "INFINITE"),
         ("KMP_BLOCKTIME", "0"),
         ("KMP_BLOCKTIME", "infinite"),
+        ("PYTORCH_HIP_ALLOC_CONF", DEFAULT_HIP_ALLOC_CONF),  # what rlamd itself sets
+        ("PYTORCH_HIP_ALLOC_CONF", "expandable_segments:True"),
+        ("PYTORCH_ALLOC_CONF", "roundup_power2_divisions:[256:1,512:2,>:8],backend:native"),
     ],
 )
 def test_accepted_values_pass(name, value):
