@@ -24,6 +24,7 @@ from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.envs import AtariConfig, make_env, parse_env_id
+from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 
 __all__ = ["evaluate_policy", "main"]
@@ -117,15 +118,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --episodes {args.episodes}; accepted: an integer >= 1", file=sys.stderr)
         return 2
     try:
+        check_environment()
         path = find_checkpoint(args.run, args.logdir)
         state = load_checkpoint(path, advice="evaluate another checkpoint or train a new one")
         device = resolve_device(args.device)
         cfg = RunConfig.from_dict(state["config"])
+        agent = build_agent(cfg, device, agent_state=state["agent"])
     except (CheckpointError, DeviceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     train = cfg.train
-    agent = build_agent(cfg, device, agent_state=state["agent"])
     policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
     scores = evaluate_policy(
         policy,

@@ -3,18 +3,68 @@
 On a terminal a live bar shows steps, SPS, updates/s, the recent mean score and the ETA;
 elsewhere (CI, a log file, ``ray job``) the same figures come as plain periodic lines.
 TensorBoard keys carry prefixes: ``charts/``, ``losses/``, ``eval/``, ``system/``.
+
+Writes that fail (a full disk, a read-only folder) raise their ``OSError`` in the caller's
+thread, TensorBoard's included (its background writer thread keeps the error and the
+next call raises it; the thread's own traceback is silenced), so the run loop can stop
+with one line (:mod:`rlamd.storage`).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["RunLogger"]
+from rlamd.storage import write_text_atomic
+
+__all__ = ["RunLogger", "csv_rows"]
+
+_WRITER_THREAD = "_AsyncWriterThread"
+"""TensorBoard's event writer thread (``tensorboard.summary.writer.event_file_writer``)."""
+_previous_hook = threading.excepthook
+
+
+def _writer_fault_hook(args: threading.ExceptHookArgs) -> None:
+    """Say nothing of a failed write on TensorBoard's writer thread: the writer raises the
+    same error at its next call in the run loop, which reports it in one line."""
+    if isinstance(args.exc_value, OSError) and type(args.thread).__name__ == _WRITER_THREAD:
+        return
+    _previous_hook(args)
+
+
+def _quiet_writer_faults() -> None:
+    """Put :func:`_writer_fault_hook` in front of ``threading.excepthook`` (once)."""
+    global _previous_hook
+    if threading.excepthook is not _writer_fault_hook:
+        _previous_hook = threading.excepthook
+        threading.excepthook = _writer_fault_hook
+
+
+def csv_rows(text: str, header: str, last_step: int) -> list[str]:
+    """The whole rows of a log CSV's ``text`` with a step <= ``last_step``.
+
+    A torn last line (a crash in the middle of a write leaves no newline after it), blank
+    lines and rows that do not parse as numbers (``header``'s number of fields) are
+    dropped; so are rows after ``last_step`` (written after the checkpoint resumed from).
+    """
+    width = header.count(",") + 1
+    kept = []
+    for row in text.split("\n")[1:-1]:  # the last piece is "" or a torn line
+        fields = row.split(",")
+        if len(fields) != width or not fields[0].isdigit():
+            continue
+        try:
+            [float(f) for f in fields[1:]]
+        except ValueError:
+            continue
+        if int(fields[0]) <= last_step:
+            kept.append(row)
+    return kept
 
 
 def _fmt_eta(seconds: float) -> str:
@@ -64,6 +114,7 @@ class RunLogger:
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
+            _quiet_writer_faults()
             self.writer = SummaryWriter(log_dir=str(logdir), purge_step=start_step or None)
         tty = _live_terminal() if progress is None else progress
         self.bar = None
@@ -85,11 +136,12 @@ class RunLogger:
 
     @staticmethod
     def _open_csv(path: Path, header: str, start_step: int):
-        """Append to a CSV; on resume drop rows written after the checkpoint's step."""
-        rows = path.read_text(encoding="utf-8").splitlines()[1:] if path.exists() else []
-        kept = [r for r in rows if int(r.split(",", 1)[0]) <= start_step]
-        if len(kept) != len(rows) or not path.exists():
-            path.write_text("\n".join([header, *kept]) + "\n", encoding="utf-8")
+        """Append to a CSV; on resume keep its whole rows up to the checkpoint's step
+        (:func:`csv_rows`), rewritten atomically where anything was dropped."""
+        text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+        fresh = "\n".join([header, *csv_rows(text, header, start_step)]) + "\n"
+        if text != fresh:
+            write_text_atomic(path, fresh)
         return open(path, "a", encoding="utf-8", buffering=1)
 
     def evaluation(self, step: int, scores: list[float]) -> None:
@@ -159,10 +211,17 @@ class RunLogger:
             print(text, flush=True)
 
     def close(self) -> None:
-        self._episodes_csv.close()
-        self._evals_csv.close()
+        """Close every file, even where one fails; then raise the first ``OSError``."""
+        first: OSError | None = None
+        closers = [self._episodes_csv.close, self._evals_csv.close]
         if self.bar is not None:
-            self.bar.close()
+            closers.append(self.bar.close)
         if self.writer:
-            self.writer.flush()
-            self.writer.close()
+            closers += [self.writer.flush, self.writer.close]
+        for close in closers:
+            try:
+                close()
+            except OSError as exc:
+                first = first or exc
+        if first is not None:
+            raise first

@@ -2,13 +2,20 @@
 
 One code path for a single process and for Ray (:mod:`rlamd.engine`). A run folder holds
 ``config.toml``, ``checkpoint.pt``, ``episodes.csv``, ``evals.csv``, the TensorBoard
-events and the engine's ``device.json`` or ``cluster.txt``.
+events, the engine's ``device.json`` or ``cluster.txt`` and ``.lock``.
+
+A run holds its folder (:mod:`rlamd.rundir`) from before the engine is built until it
+ends, however it ends; a new run gets a folder no other run has used. Nothing in a
+checkpoint names its folder: a resumed run writes where it was pointed, so a run folder
+may be moved or copied. A write that fails for the storage's sake (:mod:`rlamd.storage`)
+stops the run with one line: what failed, the last good checkpoint, how to continue.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -28,13 +35,23 @@ from rlamd.envs import parse_env_id
 from rlamd.evaluate import evaluate_policy
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
+from rlamd.rundir import RunFolder, claim, hold
+from rlamd.storage import (
+    StorageError,
+    check_room,
+    storage_error,
+    storage_fault,
+    write_text_atomic,
+)
 
-__all__ = ["FORECAST_AFTER_S", "new_run_dir", "resume_command", "run"]
+__all__ = ["FORECAST_AFTER_S", "RunStopped", "resume_command", "run", "run_name"]
 
 PROFILE_SKIP = 5
 """Iterations with updates that pass before ``--profile`` records (graph capture)."""
 FORECAST_AFTER_S = 3.0
 """Seconds of training measured before the engine says what to expect (on a CPU)."""
+MIN_ROOM = 2**20
+"""Bytes a new run needs free to start (its settings, logs and a small first checkpoint)."""
 
 
 class _Stop:
@@ -56,6 +73,10 @@ class _Stop:
             signal.signal(s, h)
 
 
+class RunStopped(Exception):
+    """The run stopped on a storage fault; ``str()`` is the one line to print."""
+
+
 def resume_command(run_dir: Path, cfg: RunConfig) -> str:
     """The command that continues this run, runnable from a fresh shell in this folder.
 
@@ -66,7 +87,7 @@ def resume_command(run_dir: Path, cfg: RunConfig) -> str:
     ray = " --ray" if cfg.ray.enabled else ""
     script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
     if script == "rlamd" and shutil.which("rlamd") == str(Path(sys.argv[0]).resolve()):
-        return f"rlamd train --resume {run_dir}{ray}"
+        return f"rlamd train --resume {shlex.quote(str(run_dir))}{ray}"
     exe = Path(sys.executable)
     if shutil.which("python") == str(exe):  # the same file, not a link to the same binary
         python = "python"
@@ -75,38 +96,68 @@ def resume_command(run_dir: Path, cfg: RunConfig) -> str:
             python = str(exe.relative_to(Path.cwd()))
         except ValueError:
             python = str(exe)
-    return f"{python} -m rlamd.train --resume {run_dir}{ray}"
+    return f"{shlex.quote(python)} -m rlamd.train --resume {shlex.quote(str(run_dir))}{ray}"
 
 
-def new_run_dir(train: TrainConfig) -> Path:
-    """``logdir/NAME`` for a new run; refuses a folder that already holds a checkpoint."""
+def run_name(train: TrainConfig) -> str:
+    """A new run's folder name: ``train.run_name``, else ``GAME_ALGO_sSEED_TIME``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = (
+    return (
         train.run_name
         or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{stamp}"
     )
-    run_dir = Path(train.logdir) / name
-    if (run_dir / FILENAME).exists():
-        raise ConfigError(
-            f"run folder {run_dir} already holds a checkpoint; use --resume {run_dir} or "
-            "another --run-name"
-        )
-    return run_dir
 
 
 def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None = None) -> int:
     """Train until ``train.steps`` or a stop signal; returns the exit status.
 
-    With ``--ray``, a learner that dies (or rollout workers dying past their restart limit)
-    stops the run, keeping its last checkpoint, or, up to ``ray.max_failures`` times,
-    restarts it from that checkpoint.
+    A new run (``run_dir`` None) claims ``logdir/NAME``, or ``NAME-2``... where another
+    run has that name (:func:`rlamd.rundir.claim`); a resumed one holds ``run_dir``. The
+    folder is locked until this returns. A storage fault stops the run with one line on
+    stderr (status 1), keeping the last good checkpoint; a second Ctrl-C aborts (130).
+    With ``--ray``, a learner that dies (or rollout workers dying past their restart
+    limit) stops the run, keeping its last checkpoint, or, up to ``ray.max_failures``
+    times, restarts it from that checkpoint.
+
+    Raises:
+        rlamd.rundir.RunBusy: another process trains in ``run_dir``.
+        StorageError: the run folder cannot be created or written.
+        ConfigError, CheckpointError: the engine refused the settings or the checkpoint.
     """
     torch.manual_seed(cfg.train.seed)
-    run_dir = run_dir or new_run_dir(cfg.train)
+    if run_dir is None:
+        folder = claim(cfg.train.logdir, run_name(cfg.train))
+    else:
+        folder = hold(run_dir)
+    try:
+        last = folder.path / FILENAME
+        if last.is_file():  # the next checkpoint is written beside this one, then renamed
+            check_room(folder.path, max(MIN_ROOM, last.stat().st_size), "its next checkpoint")
+        else:
+            check_room(folder.path, MIN_ROOM, "a new run")
+        return _attempts(cfg, resume_state, folder)
+    except RunStopped as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:  # before the first checkpoint, or a second Ctrl-C
+        kept = (
+            f"its last checkpoint is kept. Continue with: {resume_command(folder.path, cfg)}"
+            if (folder.path / FILENAME).exists()
+            else "no checkpoint had been written"
+        )
+        print(f"rlamd: interrupted in {folder.path}; {kept}", file=sys.stderr, flush=True)
+        return 128 + signal.SIGINT
+    finally:
+        folder.release()
+
+
+def _attempts(cfg: RunConfig, resume_state: dict | None, folder: RunFolder) -> int:
+    """Run, restarting a Ray run from its checkpoint up to ``ray.max_failures`` times."""
+    run_dir = folder.path
     failures, allowed = 0, cfg.ray.max_failures
     while True:
         try:
-            return _Run(cfg, resume_state, run_dir).go()
+            return _Run(cfg, resume_state, folder).go()
         except RunFailed as exc:
             path = run_dir / FILENAME
             try:
@@ -152,28 +203,46 @@ def _make_engine(cfg: RunConfig, start_step: int, agent_state: dict | None, log)
     return LocalEngine(cfg, start_step, agent_state, log)
 
 
+def _restore(engine: Engine, state: dict) -> list[str]:
+    """The engine takes a checkpoint's non-agent parts (RNG, replay); one line if they do
+    not fit this run (a replay saved with other settings)."""
+    try:
+        return engine.restore(state)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CheckpointError(
+            f"the checkpoint's saved state does not fit this run ({exc}); resume with the "
+            "checkpoint's settings, or start a new run"
+        ) from None
+
+
 class _Run:
     """One attempt at a run (a Ray run that restarts itself makes a new one)."""
 
-    def __init__(self, cfg: RunConfig, resume_state: dict | None, run_dir: Path) -> None:
-        self.cfg, self.run_dir, self.state = cfg, run_dir, resume_state or {}
+    def __init__(self, cfg: RunConfig, resume_state: dict | None, folder: RunFolder) -> None:
+        self.cfg, self.run_dir, self.state = cfg, folder.path, resume_state or {}
         self.step = int(self.state.get("step", 0))
+        self.saved_step: int | None = self.step if resume_state else None
+        """The step of the last good checkpoint in the folder (None: there is none)."""
         # The engine comes first: a device or cluster that cannot serve the run is reported
-        # before a run folder exists. Its messages wait for the logger.
-        early: list[str] = []
+        # before anything is written. Its messages wait for the logger.
+        early: list[str] = list(folder.notes)
+        folder.notes.clear()  # said once, not again by a restarted attempt
         self._sink: Callable[[str], None] = early.append
         self._saved_at = time.monotonic()  # when the last checkpoint was written
         self.engine = _make_engine(cfg, self.step, self.state.get("agent"), self.log)
         self.device = self.engine.device
         try:
-            restored = self.engine.restore(self.state) if resume_state else []
+            restored = _restore(self.engine, self.state) if resume_state else []
             self.logger = RunLogger(
-                run_dir,
+                self.run_dir,
                 cfg.train.steps,
                 self.step,
                 tensorboard=cfg.train.tensorboard,
                 start_updates=self.engine.updates,
             )
+        except OSError as exc:
+            self.engine.close()
+            raise storage_error(exc) from None
         except BaseException:
             self.engine.close()
             raise
@@ -186,8 +255,8 @@ class _Run:
 
     def _introduce(self) -> None:
         cfg, engine, logger, step = self.cfg, self.engine, self.logger, self.step
-        (self.run_dir / "config.toml").write_text(to_toml(cfg.sections()), encoding="utf-8")
-        (self.run_dir / engine.about[0]).write_text(engine.about[1], encoding="utf-8")
+        write_text_atomic(self.run_dir / "config.toml", to_toml(cfg.sections()))
+        write_text_atomic(self.run_dir / engine.about[0], engine.about[1])
         logger.message(engine.detail)
         if logger.writer is not None:
             logger.writer.add_text("config", "```\n" + to_toml(cfg.sections()) + "\n```", step)
@@ -202,6 +271,7 @@ class _Run:
         logger.scores.extend(self.state.get("scores", []))
 
     def checkpoint(self) -> None:
+        """Write the checkpoint (no path in it: the folder it lies in is the run's)."""
         self._saved_at = time.monotonic()
         save_checkpoint(
             self.run_dir / FILENAME,
@@ -211,9 +281,30 @@ class _Run:
                 "agent": self.engine.agent_state(),
                 **self.engine.extra_state(),
                 "scores": [float(s) for s in self.logger.scores],
-                "run_dir": str(self.run_dir),
             },
         )
+        self.saved_step = self.step
+
+    def _stopped(self, fault: StorageError) -> RunStopped:
+        """The one line for a storage fault: what failed, what is kept, how to go on.
+
+        Progress since the last checkpoint is saved first when the fault was elsewhere
+        (a log file, TensorBoard) and a checkpoint can still be written.
+        """
+        path = self.run_dir / FILENAME
+        if self.step > (self.saved_step or 0) and fault.path != path:
+            try:
+                self.checkpoint()
+            except Exception:  # a salvage attempt: the fault is what to report
+                pass
+        if self.saved_step is None:
+            kept = "no checkpoint had been written yet; fix that and start the run again"
+        else:
+            kept = (
+                f"the last good checkpoint ({path}, step {self.saved_step:,}) is kept. "
+                f"Once that is fixed, continue with: {resume_command(self.run_dir, self.cfg)}"
+            )
+        return RunStopped(f"{fault}. Training stopped at step {self.step:,}; {kept}")
 
     def _evaluate(self) -> None:
         train = self.cfg.train
@@ -280,7 +371,11 @@ class _Run:
         return 0
 
     def go(self) -> int:
-        """Train to the end or to a stop signal; returns the exit status."""
+        """Train to the end or to a stop signal; returns the exit status.
+
+        Raises:
+            RunStopped: a storage fault stopped it (after closing everything).
+        """
         stop = _Stop()
         # Traced once updates run, after a few iterations (graph warm-up and capture).
         prof = Profile(
@@ -292,8 +387,30 @@ class _Run:
         )
         try:
             self._introduce()
-            return self._train(stop, prof)
-        finally:
+            status = self._train(stop, prof)
+        except Exception as exc:
+            fault = storage_fault(exc)
+            stopped = self._stopped(fault) if fault is not None else None
+            self._finish(stop, prof, quiet=True)
+            if stopped is None:
+                raise
+            raise stopped from None
+        except BaseException:
+            self._finish(stop, prof, quiet=True)
+            raise
+        try:
+            self._finish(stop, prof, quiet=False)
+        except OSError as exc:
+            fault = storage_fault(exc) or storage_error(exc)
+            raise self._stopped(fault) from None
+        return status
+
+    def _finish(self, stop: _Stop, prof: Profile, *, quiet: bool) -> None:
+        """Stop the profiler, put back the signal handlers, close the logs and the engine.
+
+        ``quiet``: an error is already on its way; a log that fails to close adds nothing.
+        """
+        try:
             if prof.stop() is None and prof.steps:
                 self.logger.message(
                     f"rlamd: --profile {prof.steps} wrote no trace: the run ended at step "
@@ -301,6 +418,15 @@ class _Run:
                     "(DQN learns once the replay holds dqn.learning_starts transitions: lower "
                     "it, or raise --steps)"
                 )
+        except OSError:
+            if not quiet:
+                raise
+        finally:
             stop.restore()
-            self.logger.close()
-            self.engine.close()
+            try:
+                self.logger.close()
+            except OSError:
+                if not quiet:
+                    raise
+            finally:
+                self.engine.close()

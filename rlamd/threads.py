@@ -36,6 +36,8 @@ import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 
+from rlamd.envvars import flag, sanitize
+
 __all__ = [
     "OPENMP_ENV",
     "LoadWatch",
@@ -163,7 +165,9 @@ def prepare_env(environ: MutableMapping[str, str] | None = None) -> bool:
     affinity mask rather than the machine.
 
     ``RLAMD_OPENMP_DEFAULTS=1`` leaves the environment alone (the libraries' own
-    defaults; the contention benchmark's "before" figure uses it).
+    defaults; the contention benchmark's "before" figure uses it). A thread variable
+    that numba or OpenMP could not read is taken out first (:func:`rlamd.envvars.sanitize`:
+    imports never fail on one; the commands refuse it with its name).
 
     Args:
         environ: the environment to fill (default ``os.environ``; tests pass a dict, Ray
@@ -175,7 +179,8 @@ def prepare_env(environ: MutableMapping[str, str] | None = None) -> bool:
         with another policy, or the defaults were asked for, and idle threads spin.
     """
     env = os.environ if environ is None else environ
-    if os.environ.get("RLAMD_OPENMP_DEFAULTS") == "1":
+    sanitize(environ)
+    if flag(os.environ, "RLAMD_OPENMP_DEFAULTS"):
         return False
     for key, value in OPENMP_ENV.items():
         env.setdefault(key, value)

@@ -20,14 +20,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
-from rlamd.config import ConfigError, field_docs
+from rlamd.checkpoint import FILENAME, CheckpointError, find_checkpoint, load_checkpoint
+from rlamd.config import ConfigError, bad_setting, field_docs
 from rlamd.config.flags import RAY_FLAGS, SWITCHES, TRAIN_FLAGS, settings_epilog
 from rlamd.config.layers import resolve
-from rlamd.config.sections import RayConfig, TrainConfig
+from rlamd.config.resume import check_resume, replay_saved
+from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
 from rlamd.device import DeviceError
+from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
+from rlamd.rundir import RunBusy, holder
 from rlamd.runner import run
+from rlamd.storage import StorageError
+
+REFUSED = (ConfigError, CheckpointError, StorageError, RunBusy, DeviceError)
+"""What ends the command with one line and status 2, before or at the start of a run."""
 
 __all__ = ["build_parser", "main"]
 
@@ -130,36 +137,92 @@ def _explain_gpu_error(exc: RuntimeError) -> int | None:
     return 1
 
 
+def _resume(args: argparse.Namespace) -> tuple[dict, Path]:
+    """The checkpoint ``--resume`` names and the run folder it continues: the folder it
+    lies in, wherever that is now (a moved or copied run goes on where it is).
+
+    Raises:
+        CheckpointError: no checkpoint there, an unreadable one, or a file whose folder
+            holds another checkpoint (which resuming would replace).
+        RunBusy: another process trains in that folder.
+        ConfigError: ``--run-name`` names another folder.
+    """
+    path = find_checkpoint(args.resume, args.logdir or TrainConfig.logdir)
+    run_dir, own = path.parent, path.parent / FILENAME
+    if path.name != FILENAME and own.exists() and not own.samefile(path):
+        branch = run_dir.with_name(f"{run_dir.name}-{path.stem}")
+        raise CheckpointError(
+            f"{path} is not its folder's checkpoint: resuming it would replace {own}. Give it "
+            f"a folder of its own (mkdir {branch} && cp {path} {branch / FILENAME}) and resume "
+            "that"
+        )
+    busy = holder(run_dir)
+    if busy is not None:
+        raise RunBusy(busy)
+    if args.run_name and args.run_name != run_dir.name:
+        raise bad_setting(
+            "train",
+            "run_name",
+            args.run_name,
+            f"none, or {run_dir.name!r}",
+            why=f"--resume goes on in the folder it continues, {run_dir}; to branch a run, "
+            "copy its folder and resume the copy",
+        )
+    return load_checkpoint(path), run_dir
+
+
+def _resume_line(state: dict, cfg: RunConfig, run_dir: Path) -> str:
+    """What a resumed run keeps of its checkpoint's settings, and what it changes.
+
+    Raises:
+        ConfigError: a change that the saved network or replay cannot take.
+    """
+    changed = check_resume(
+        state["config"], cfg, replay=replay_saved(state), step=int(state["step"])
+    )
+    kept = "all its saved settings" if not changed else "its saved settings, except "
+    return f"rlamd: resuming {run_dir} at step {state['step']:,} with {kept}" + ", ".join(changed)
+
+
+def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | None] | None:
+    """The run's settings, and the checkpoint and folder it resumes; None: nothing to run."""
+    check_environment()
+    resume_state, run_dir = None, None
+    if args.resume:
+        resume_state, run_dir = _resume(args)
+    elif not args.env and not args.config:
+        return None
+    cfg = resolve(
+        flags_from_args(args),
+        config_file=args.config,
+        sets=args.set,
+        saved=resume_state["config"] if resume_state else None,
+    )
+    if resume_state is not None and run_dir is not None:
+        print(_resume_line(resume_state, cfg, run_dir), flush=True)
+    return cfg, resume_state, run_dir
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tune_host_allocator()
     try:
-        resume_state, run_dir = None, None
-        if args.resume:
-            path = find_checkpoint(args.resume, args.logdir or TrainConfig.logdir)
-            resume_state = load_checkpoint(path)
-            run_dir = Path(resume_state.get("run_dir") or path.parent)
-            if not run_dir.is_dir():
-                run_dir = path.parent
-        elif not args.env and not args.config:
-            print(
-                "error: give an environment (e.g. breakout, cartpole), --config FILE or "
-                "--resume RUN",
-                file=sys.stderr,
-            )
-            return 2
-        cfg = resolve(
-            flags_from_args(args),
-            config_file=args.config,
-            sets=args.set,
-            saved=resume_state["config"] if resume_state else None,
-        )
-    except (ConfigError, CheckpointError, ValueError) as exc:
+        settings = _settings(args)
+    except (*REFUSED, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("rlamd: interrupted before training started; nothing was written", file=sys.stderr)
+        return 130
+    if settings is None:
+        print(
+            "error: give an environment (e.g. breakout, cartpole), --config FILE or --resume RUN",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        return run(cfg, resume_state, run_dir)
-    except (ConfigError, DeviceError) as exc:
+        return run(*settings)
+    except REFUSED as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except RuntimeError as exc:  # GPU errors (torch.OutOfMemoryError is one too)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 
+from rlamd.checkpoint import CheckpointError
 from rlamd.config import bad_setting
 from rlamd.envs import make_env
 
@@ -50,5 +51,16 @@ def build_agent(cfg, device, env=None, agent_state: dict | None = None, log=None
         if own:
             env.close()
     if agent_state is not None:
-        agent.load_state_dict(agent_state)
+        try:
+            agent.load_state_dict(agent_state)
+        except (KeyError, ValueError, TypeError, RuntimeError) as exc:
+            text = " ".join(str(exc).split()) or repr(exc)
+            if isinstance(exc, RuntimeError) and "state_dict" not in text and "size" not in text:
+                raise  # not a mismatch (a GPU error, say): the caller explains those
+            text = text if len(text) <= 240 else text[:237] + "..."
+            raise CheckpointError(
+                f"the checkpoint's {cfg.train.algo} agent does not fit the network these "
+                f"settings build ({text.rstrip(':. ')}); resume with the checkpoint's "
+                "settings, or start a new run"
+            ) from None
     return agent

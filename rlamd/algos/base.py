@@ -119,6 +119,9 @@ class Algorithm(Protocol):
     """Registry name; also the name of its config section (``cfg.dqn`` / ``cfg.ppo``)."""
     presets: dict[str, dict[str, dict[str, Any]]]
     """Env family -> {section: {key: value}}, what differs from the dataclass defaults."""
+    fixed_on_resume: dict[str, str]
+    """``section.key`` -> what it shapes (``network`` or ``replay``): settings a resumed
+    run cannot change (``replay`` ones only where the checkpoint holds its replay)."""
 
     def check(self, cfg: RunConfig) -> None:
         """Refuse settings this algorithm cannot run with (``ConfigError``, one line);

@@ -126,6 +126,13 @@ class DQNAlgorithm:
     """DQN (``--algo dqn``): see :mod:`rlamd.agents.dqn` for the update."""
 
     name = "dqn"
+    fixed_on_resume: ClassVar[dict[str, str]] = {
+        "dqn.hidden": "network",
+        "dqn.dueling": "network",
+        "dqn.buffer_size": "replay",
+        "dqn.n_step": "replay",
+        "dqn.prioritized": "replay",
+    }
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
         "classic": {
             "train": {

@@ -169,6 +169,7 @@ class PPOAlgorithm:
     """PPO (``--algo ppo``): see :mod:`rlamd.agents.ppo` for the update."""
 
     name = "ppo"
+    fixed_on_resume: ClassVar[dict[str, str]] = {"ppo.hidden": "network"}
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
         "classic": {
             "train": {

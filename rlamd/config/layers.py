@@ -22,8 +22,10 @@ from .values import apply_overrides
 
 __all__ = ["FIXED_ON_RESUME", "resolve"]
 
-FIXED_ON_RESUME = ("env", "algo", "num_envs")
-"""Train settings a resumed run cannot change (the agent and replay depend on them)."""
+FIXED_ON_RESUME = ("env", "algo", "num_envs", "seed")
+"""Train settings a resumed run cannot change: the agent and replay depend on the first
+three; the run's random streams continue from the checkpoint, so a new seed would only
+reseed the envs (:mod:`rlamd.config.resume` checks what shapes the network and replay)."""
 
 Layers = dict[str, dict[str, Any]]
 

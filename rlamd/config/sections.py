@@ -97,6 +97,14 @@ class TrainConfig:
             raise ValueError(f"profile={self.profile}; accepted: 0 (off) or a number of env steps")
         if self.threads is not None and self.threads < 1:
             raise ValueError(f"threads={self.threads}; accepted: an integer >= 1, or none")
+        name = self.run_name
+        if name and (name.strip(".") == "" or "/" in name or "\\" in name or "\0" in name):
+            near = name.replace("/", "_").replace("\\", "_").replace("\0", "").strip(".")
+            raise ValueError(
+                f"run_name={name!r} (it names one folder inside train.logdir); accepted: a "
+                f"folder name without / or \\, or none for ENV_ALGO_sSEED_TIME. Did you mean "
+                f"{near or 'run'!r}?"
+            )
 
     @property
     def family(self) -> str:

@@ -45,6 +45,9 @@ import os
 import numpy as np
 import torch
 
+from rlamd.config.errors import ConfigError
+from rlamd.envvars import flag
+
 from .backends import get_backend
 from .numba_kernels import HAVE_NUMBA
 
@@ -123,16 +126,19 @@ def resolve_backend(backend: str, device: torch.device) -> str:
     numba), triton on GPUs (torch, logged once, where Triton cannot run there).
 
     Raises:
-        ValueError: an unknown name, numba off the CPU, or triton that cannot run.
+        ConfigError: (a ``ValueError``) an unknown name, numba off the CPU, or triton that
+            cannot run there; named as ``RLAMD_TREE_BACKEND`` when that chose it.
     """
-    if backend == "auto":
-        backend = os.environ.get("RLAMD_TREE_BACKEND", "auto") or "auto"
+    source = "backend"
+    if backend == "auto":  # an empty variable means unset
+        backend = os.environ.get("RLAMD_TREE_BACKEND", "").strip().lower() or "auto"
+        source = "RLAMD_TREE_BACKEND" if backend != "auto" else source
     if backend not in _BACKENDS:
         import difflib
 
         near = difflib.get_close_matches(backend, _BACKENDS, n=1)
         hint = f" (did you mean {near[0]!r}?)" if near else ""
-        raise ValueError(f"backend={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
+        raise ConfigError(f"{source}={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
     if backend == "auto":
         if device.type == "cpu":
             return "numba" if HAVE_NUMBA else "torch"
@@ -142,12 +148,19 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         _warn_no_triton(reason)
         return "torch"
     if backend == "numba" and (device.type != "cpu" or not HAVE_NUMBA):
-        raise ValueError("backend='numba' needs numba installed and a CPU tree")
+        raise ConfigError(
+            f"{source}='numba' needs numba installed and a CPU tree (this one is on {device}); "
+            "accepted: 'torch' or 'auto' there"
+        )
     if backend == "triton":
         reason = triton_unusable(device)
+        interpreted = flag(os.environ, "TRITON_INTERPRET")
+        if reason is None and device.type == "cpu" and source != "backend" and not interpreted:
+            # Asked for by the variable: refused now, not at the first write mid-run.
+            reason = "CPU tensors run only in its interpreter: TRITON_INTERPRET=1"
         if reason is not None:
-            raise ValueError(
-                f"backend='triton' but Triton cannot run on {device} ({reason}); "
+            raise ConfigError(
+                f"{source}='triton' but Triton cannot run on {device} ({reason}); "
                 "accepted: 'torch' or 'auto' there"
             )
     return backend

@@ -397,6 +397,20 @@ class TransitionStorage:
         return state
 
     def load_state_dict(self, state: dict) -> None:
+        """Take saved records; a state without contents (configuration only) just empties
+        this storage, whatever its configuration was (a resumed run may resize the replay).
+
+        Raises:
+            ValueError: saved contents of another shape (capacity, streams, n-step...).
+        """
+        if state.get("contents") is None:
+            self._ptr[:] = 0
+            self._active[:] = False
+            self._pending[:] = 0
+            self._started[:] = False
+            self._next_first[:] = False
+            self.size = 0
+            return
         for key in ("capacity", "num_streams", "frame_stack", "n_step"):
             if state[key] != getattr(self, key):
                 raise ValueError(
@@ -407,15 +421,7 @@ class TransitionStorage:
                 f"replay state has obs_shape={tuple(state['obs_shape'])}, "
                 f"this buffer has {self.obs_shape}"
             )
-        contents = state.get("contents")
-        if contents is None:  # configuration only: start empty
-            self._ptr[:] = 0
-            self._active[:] = False
-            self._pending[:] = 0
-            self._started[:] = False
-            self._next_first[:] = False
-            self.size = 0
-            return
+        contents = state["contents"]
         for name in ("frames", "actions", "rewards", "flags"):
             getattr(self, name).copy_(contents[name].to(self.device))
         self._ptr[:] = contents["ptr"].numpy()

@@ -31,6 +31,8 @@ import torch
 import triton
 import triton.language as tl
 
+from rlamd.envvars import flag
+
 __all__ = ["MAX_FUSED", "rebuild", "sample", "write"]
 
 MAX_FUSED = 8192
@@ -259,7 +261,7 @@ def _pick(t: torch.Tensor) -> tuple:
 
 
 def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") == "1"
+    return flag(os.environ, "TRITON_INTERPRET")  # as Triton reads it: 1, true or on
 
 
 def _block(n: int) -> int:

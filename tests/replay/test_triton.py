@@ -120,3 +120,14 @@ def test_triton_on_cpu_tensors_without_the_interpreter_is_refused():
     tree = segment_tree.SegmentTree(10, backend="triton")
     with pytest.raises(ValueError, match="TRITON_INTERPRET=1"):
         tree.set(torch.tensor([1]), torch.tensor([1.0]))
+
+
+@needs_triton
+def test_the_variable_asking_for_triton_on_a_cpu_is_refused_before_training(monkeypatch):
+    """Regression: RLAMD_TREE_BACKEND=triton on a CPU ended in a traceback at the first
+    priority write, mid-run; it is refused when the tree is built, naming the variable."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter is on in this process")
+    monkeypatch.setenv("RLAMD_TREE_BACKEND", "triton")
+    with pytest.raises(ValueError, match="RLAMD_TREE_BACKEND='triton' but Triton cannot run"):
+        segment_tree.SegmentTree(10)
