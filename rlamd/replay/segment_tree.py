@@ -288,6 +288,9 @@ class SegmentTree:
             raise ValueError(
                 f"tree state has {tuple(leaves.shape)} leaves; this tree has ({self.capacity},)"
             )
+        # A copy first: on the CPU a state_dict's leaves are a view of this very tree
+        # (``.cpu()`` copies nothing), which the fill below would wipe.
+        leaves = leaves.to(self.device, copy=True)
         self.flat.fill_(self.fill)
         idx = torch.arange(self.capacity, device=self.device)
-        self.set(idx, leaves.to(self.device))
+        self.set(idx, leaves)

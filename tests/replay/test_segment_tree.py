@@ -88,3 +88,14 @@ def test_bad_arguments():
         SegmentTree(4, "max")
     with pytest.raises(ValueError, match="backend='cuda'"):
         SegmentTree(4, backend="cuda")
+
+
+def test_loading_a_trees_own_state_back_keeps_it():
+    """Regression: on the CPU state_dict's leaves are a view of the tree itself, and
+    load_state_dict's fill wiped them before writing them back (an empty tree, whose
+    descent returned a padding leaf past the capacity)."""
+    tree = SegmentTree(100, backend="numba")
+    tree.set(torch.arange(100), torch.rand(100, generator=torch.Generator().manual_seed(0)))
+    before = tree.flat.clone()
+    tree.load_state_dict(tree.state_dict())
+    assert torch.equal(tree.flat, before)
