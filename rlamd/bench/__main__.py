@@ -2,7 +2,9 @@
 
 Measures rlamd on this machine, runs the installed peers in the same run, and writes a
 table per suite, ``results.json`` (machine, versions, every figure with median, min, max
-and repeats) and a PNG chart per suite. Warm-up runs are excluded; figures are medians.
+and repeats) and a PNG chart per suite. Warm-up runs are excluded; rlamd and its peers
+are timed in interleaved rounds (at least 3), figures are medians and ratios are per
+round, with their range.
 Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
 (PPO and DQN beside a busy process).
 """
@@ -11,19 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from rlamd.device import DEVICE_HELP
 
-from .common import Figure
+from .common import MIN_REPEATS, Figure, machine_info
 
 SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce", "contention")
 
@@ -47,24 +46,6 @@ PUBLISHED = [
         "source": _SOURCE,
     },
 ]
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    from rlamd.device import describe_device
-
-    info = describe_device(device)
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
-        "torch_threads": torch.get_num_threads(),
-    }
 
 
 def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) -> list[str]:
@@ -155,13 +136,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _device_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .device import run_device_suite
 
-    return run_device_suite(device, quick=quick, repeats=3 if quick else 5)
+    return run_device_suite(device, quick=quick, repeats=MIN_REPEATS if quick else 5)
 
 
 def _env_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .env import run_env_suite
 
-    return run_env_suite(steps=100 if quick else 400, repeats=3 if quick else 5)
+    return run_env_suite(steps=100 if quick else 400, repeats=MIN_REPEATS if quick else 5)
 
 
 def _replay_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
@@ -170,7 +151,7 @@ def _replay_suite(device: torch.device, quick: bool, peers: bool, notes: list[st
     return run_replay_suite(
         capacity=2**18 if quick else 2**20,
         iters=50 if quick else 200,
-        repeats=3 if quick else 5,
+        repeats=MIN_REPEATS if quick else 5,
         device=device,
         peers=peers,
         notes=notes,
@@ -184,7 +165,7 @@ def _learner_suite(device: torch.device, quick: bool, peers: bool, notes: list[s
         device,
         batches=(32, 128) if quick else (32, 128, 512),
         iters=3 if quick else 10,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
     )
 
 
@@ -194,7 +175,7 @@ def _dqn_suite(device: torch.device, quick: bool, peers: bool, notes: list[str])
     return run_dqn_suite(
         batches=(128,) if quick else (32, 128),
         iters=15 if quick else 60,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
         device=device,
         peers=peers,
         precisions=("auto",) if quick else ("auto", "fp32"),
@@ -207,7 +188,7 @@ def _ppo_suite(device: torch.device, quick: bool, peers: bool, notes: list[str])
 
     return run_ppo_suite(
         iters=1 if quick else 3,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
         device=device,
         precisions=("auto",) if quick else ("auto", "fp32"),
         peers=peers,
@@ -227,13 +208,15 @@ def _allreduce_suite(device: torch.device, quick: bool, peers: bool, notes: list
 def _contention_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .contention import run_contention_suite
 
-    return run_contention_suite(seconds=6.0 if quick else 20.0, peers=peers, notes=notes)
+    return run_contention_suite(
+        seconds=6.0 if quick else 20.0, peers=peers, notes=notes, repeats=MIN_REPEATS
+    )
 
 
 def _rollout_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .rollout import run_rollout_suite
 
-    figures = run_rollout_suite(rounds=2 if quick else 4, repeats=2 if quick else 3, notes=notes)
+    figures = run_rollout_suite(rounds=2 if quick else 4, repeats=MIN_REPEATS, notes=notes)
     return figures or None  # skipped without Ray: no entry
 
 
