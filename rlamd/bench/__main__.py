@@ -2,9 +2,9 @@
 
 Measures rlamd on this machine, runs the installed peers in the same run, and writes a
 table per suite, ``results.json`` (machine, versions, every figure with median, min, max
-and repeats) and a PNG chart per suite. Warm-up runs are excluded; rlamd and its peers
-are timed in interleaved rounds (at least 3), figures are medians and ratios are per
-round, with their range.
+and repeats, the load other processes put on the machine during each suite) and a PNG
+chart per suite. Warm-up runs are excluded; rlamd and its peers are timed in interleaved
+rounds (at least 3), figures are medians and ratios are per round, with their range.
 Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
 (PPO and DQN beside a busy process).
 """
@@ -23,6 +23,7 @@ import torch
 from rlamd.device import DEVICE_HELP
 
 from .common import MIN_REPEATS, Figure, machine_info
+from .load import LoadMonitor, LoadReport
 
 SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce", "contention")
 
@@ -251,7 +252,29 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
         )
 
 
+def _run_suites(
+    suites: list[str], device: torch.device, quick: bool, peers: bool, notes: list[str]
+) -> tuple[dict[str, list[Figure]], dict[str, LoadReport]]:
+    """Every suite with the machine's other load sampled before and during it; a busy
+    machine gets a warning line after the suite's table."""
+    results: dict[str, list[Figure]] = {}
+    loads: dict[str, LoadReport] = {}
+    gpu = (device.index or 0) if device.type == "cuda" else None
+    for suite in suites:
+        with LoadMonitor(gpu=gpu) as mon:
+            figures = _RUNNERS[suite](device, quick, peers, notes)
+        assert mon.report is not None
+        warning = mon.report.warning(f"the {suite} suite")
+        if warning:
+            print(warning)
+        if figures is not None:
+            results[suite] = figures
+            loads[suite] = mon.report
+    return results, loads
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = _parse_args(argv)
     suites = args.suites or list(SUITES)
     from rlamd.hostalloc import tune_host_allocator
@@ -267,23 +290,18 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quick, peers = args.quick, not args.no_peers
-    results: dict[str, list[Figure]] = {}
     notes: list[str] = []
     t0 = time.perf_counter()
-    for suite in suites:
-        figures = _RUNNERS[suite](device, quick, peers, notes)
-        if figures is not None:
-            results[suite] = figures
+    results, loads = _run_suites(suites, device, quick, peers, notes)
     _print_published(results)
     charts = write_charts(out, results, notes)
     doc = {
         "machine": machine_info(device),
-        "command": " ".join(
-            ["python -m rlamd.bench", *(argv if argv is not None else sys.argv[1:])]
-        ),
+        "command": " ".join(["python -m rlamd.bench", *argv]),
         "quick": quick,
         "seconds": round(time.perf_counter() - t0, 1),
         "suites": {k: [f.to_dict() for f in v] for k, v in results.items()},
+        "load": {k: v.to_dict() for k, v in loads.items()},
         "published": PUBLISHED,
         "notes": notes,
         "charts": charts,
@@ -291,6 +309,12 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in notes:
         print(f"note: {n}")
+    busy = [k for k, v in loads.items() if v.busy]
+    if busy:
+        print(
+            f"warning: the machine was busy during {', '.join(busy)} (other processes' load "
+            "per suite is in results.json, 'load'); rerun on a quiet machine to compare"
+        )
     print(
         f"\nwrote {out / 'results.json'}{' and ' + str(len(charts)) + ' charts' if charts else ''} "
         f"in {doc['seconds']:.0f} s"
