@@ -6,7 +6,8 @@ and repeats, the load other processes put on the machine during each suite) and 
 chart per suite. Warm-up runs are excluded; rlamd and its peers are timed in interleaved
 rounds (at least 3), figures are medians and ratios are per round, with their range.
 Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
-(PPO and DQN beside a busy process).
+(PPO and DQN beside a busy process). ``python -m rlamd.bench race ENV --target SCORE``
+races rlamd and its peers to a score instead (``race --help``).
 """
 
 from __future__ import annotations
@@ -101,7 +102,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m rlamd.bench", description=(__doc__ or "").split("\n\n")[1]
     )
     p.add_argument(
-        "suites", nargs="*", default=[], help=f"any of: {', '.join(SUITES)} (default: all)"
+        "suites",
+        nargs="*",
+        default=[],
+        help=f"any of: {', '.join(SUITES)} (default: all); or race ENV --target SCORE, "
+        "a race to a score (race --help)",
     )
     p.add_argument(
         "--quick",
@@ -275,6 +280,10 @@ def _run_suites(
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["race"]:
+        from .race import main as race_main
+
+        return race_main(argv[1:])
     args = _parse_args(argv)
     suites = args.suites or list(SUITES)
     from rlamd.hostalloc import tune_host_allocator
