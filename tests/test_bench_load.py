@@ -22,12 +22,15 @@ class FakeProc:
         self.root, self.cores = root, cores
         root.mkdir(exist_ok=True)
         self.busy = self.idle = 0
+        self.running = 1
         self.procs: dict[int, tuple[int, int, int]] = {}  # pid -> (ppid, own, children)
         self.write()
 
     def write(self) -> None:
         # user nice system idle iowait irq softirq steal
-        (self.root / "stat").write_text(f"cpu  {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\n")
+        (self.root / "stat").write_text(
+            f"cpu  {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\nprocs_running {self.running}\n"
+        )
         for d in self.root.iterdir():
             if d.is_dir() and int(d.name) not in self.procs:
                 (d / "stat").unlink()
@@ -63,6 +66,9 @@ def test_own_tree_is_not_other_load(tmp_path, monkeypatch):
     fake.advance(300, 100, p100=(1, 20, 0), p101=(100, 80, 0), p200=(1, 200, 0))
     others, own = s.sample()
     assert own == pytest.approx(0.5) and others == pytest.approx(1.0)
+    fake.running = 5
+    fake.write()
+    assert load.runnable(fake.root) == 4  # the reader itself is not counted
 
 
 def test_a_reaped_child_is_counted_once_and_a_new_one_whole(tmp_path, monkeypatch):
@@ -82,7 +88,7 @@ def test_without_proc_nothing_is_measured_or_warned(tmp_path):
         time.sleep(0.1)
     report = mon.report
     assert report is not None
-    assert (report.before, report.during, report.peak) == (None, None, None)
+    assert (report.before, report.during, report.peak, report.runnable) == (None,) * 4
     assert not report.busy and report.warning("x") is None
 
 
@@ -95,8 +101,9 @@ def test_busy_rule_and_warning():
     assert report(during=BUSY_CORES + 0.01).busy
     assert report(before=0.9).busy
     assert report(gpu_before=40.0).busy and not report(gpu_before=20.0, gpu_during=99.0).busy
-    line = report(before=0.5, during=1.25, peak=1.9).warning("the ppo suite")
+    line = report(before=0.5, during=1.25, peak=1.9, runnable=6.5).warning("the ppo suite")
     assert line.startswith("warning: busy machine during the ppo suite")
+    assert "6.5 threads ready to run" in line
     assert "1.25 of 2 cores" in line and "0.50 before" in line and "peak 1.90" in line
     assert report(during=1.0).to_dict()["busy"] is True
 

@@ -41,6 +41,7 @@ __all__ = [
     "LoadMonitor",
     "LoadReport",
     "gpu_utilisation",
+    "runnable",
 ]
 
 BUSY_CORES = 0.25
@@ -80,6 +81,18 @@ def _tree(table: dict[int, tuple[int, int]], root: int) -> set[int]:
                 seen.add(kid)
                 todo.append(kid)
     return seen
+
+
+def runnable(proc: Path = _PROC) -> int | None:
+    """Threads ready to run on the machine now (``procs_running``), less the reader."""
+    try:
+        with open(proc / "stat", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("procs_running"):
+                    return max(0, int(line.split()[1]) - 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _machine_ticks(proc: Path) -> tuple[int, int] | None:
@@ -224,6 +237,10 @@ class LoadReport:
     """GPU utilisation % during the timing (the bench's own kernels included)."""
     gpu_source: str | None = None
     """What read the GPU figure."""
+    runnable: float | None = None
+    """Threads ready to run (the bench's own included), mean over the timing's samples:
+    above the core count threads wait for a core, and a multi-threaded step waits for its
+    slowest thread, so this says more than ``during`` about how contended the cores were."""
     threshold: float = BUSY_CORES
     """Others' cores above which the machine counts as busy."""
 
@@ -241,6 +258,8 @@ class LoadReport:
             return "?" if x is None else f"{x:.2f}"
 
         gpu = "" if self.gpu_before is None else f"; GPU {self.gpu_before:.0f}% busy before it"
+        if self.runnable is not None:
+            gpu = f"; {self.runnable:.1f} threads ready to run on average{gpu}"
         return (
             f"warning: busy machine during {what}: other processes used {cores(self.during)} "
             f"of {self.cores} cores on average ({cores(self.before)} before the timing, peak "
@@ -285,6 +304,7 @@ class LoadMonitor:
         self._stop = threading.Event()
         self._during: list[tuple[float, float]] = []
         self._gpu_during: list[float] = []
+        self._runnable: list[int] = []
 
     def __enter__(self) -> LoadMonitor:
         self._gpu_source: str | None = None
@@ -309,6 +329,9 @@ class LoadMonitor:
             got = self._sampler.sample()
             if got is not None:
                 self._during.append(got)
+            ready = runnable(self.proc)
+            if ready is not None:
+                self._runnable.append(ready)
             if self._gpu_source is not None and time.monotonic() >= next_gpu:
                 next_gpu += self.gpu_interval
                 read = gpu_utilisation(self.gpu or 0)
@@ -334,4 +357,5 @@ class LoadMonitor:
             gpu_before=self._gpu_before,
             gpu_during=_mean(self._gpu_during),
             gpu_source=self._gpu_source,
+            runnable=_mean([float(r) for r in self._runnable]),
         )

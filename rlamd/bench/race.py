@@ -234,14 +234,15 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
     folder.parent.mkdir(parents=True, exist_ok=True)
     log = folder.parent / f"{folder.name}.log"
     print(f"race: {algo} {who} seed {seed} (log {log}) ...", flush=True)
-    with LoadMonitor(gpu=0 if proto.device.startswith(("cuda", "hip", "rocm")) else None) as mon:
+    gpu = int(proto.device.partition(":")[2] or 0) if proto.device.startswith("cuda") else None
+    with LoadMonitor(gpu=gpu) as mon:
         stopped, wall, curve, code = race_one(cmd, evals, log, proto.target, proto.minutes * 60)
     error = None
     if stopped == "failed":
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     run = RaceRun(algo, who, seed, proto.target, stopped, round(wall, 1), tuple(curve),
-                  mon.report, {"command": " ".join(cmd), **settings}, error)  # fmt: skip
+                  mon.report, {"command": " ".join(["python", *cmd[1:]]), **settings}, error)  # fmt: skip
     best = run.best
     hit = run.hit
     print(

@@ -123,21 +123,24 @@ def print_race(runs: list[RaceRun], head: str) -> None:
     for r in runs:
         secs, steps, best = _result(r)
         load = "-" if r.load is None else r.load.cell()
-        rows.append((r.algo, NAMES[r.contender], str(r.seed), secs, steps, best, r.stopped, load))
-    print_table(
-        rows,
-        ("algo", "framework", "seed", "seconds", "env steps", "best score", "stopped", "others"),
-    )
+        ready = "-" if r.load is None or r.load.runnable is None else f"{r.load.runnable:.1f}"
+        rows.append(
+            (r.algo, NAMES[r.contender], str(r.seed), secs, steps, best, r.stopped, load, ready)
+        )
+    head = ("algo", "framework", "seed", "seconds", "env steps", "best score", "stopped")
+    print_table(rows, (*head, "others' cores", "ready threads"))
     for s in summary(runs):
         if s["contender"] == "rlamd" or s["median_seconds"] is None:
             continue
         mine = next(x for x in summary(runs) if (x["algo"], x["contender"]) == (s["algo"], "rlamd"))
         if mine["median_seconds"] is not None:
+            times = s["median_seconds"] / mine["median_seconds"]
+            verdict = f"{times:.2f}x faster" if times >= 1 else f"{1 / times:.2f}x slower"
             print(
-                f"{s['algo']}: rlamd reached the target in {mine['median_seconds']:,.0f} s "
-                f"({mine['median_steps']:,.0f} env steps), {NAMES[s['contender']]} in "
-                f"{s['median_seconds']:,.0f} s ({s['median_steps']:,.0f}): rlamd "
-                f"{s['median_seconds'] / mine['median_seconds']:.2f}x sooner"
+                f"{s['algo']}: to the target, rlamd {mine['median_seconds']:,.0f} s "
+                f"({mine['median_steps']:,.0f} env steps), {NAMES[s['contender']]} "
+                f"{s['median_seconds']:,.0f} s ({s['median_steps']:,.0f}): rlamd {verdict}"
+                + (" (medians over the seeds that reached it)" if s["runs"] > 1 else "")
             )
 
 
