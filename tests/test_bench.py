@@ -135,43 +135,47 @@ def test_contention_child_measures_the_training_loop():
     assert len(dqn["rates"]) == 2 and all(r > 0 for r in dqn["rates"])
 
 
+_NEIGHBOUR = {"on": False}
+_SEEN: list[tuple[str, str, bool]] = []
+
+
+class _FakeChild:
+    """Alone 100/120/80 by round, beside the neighbour 50/40/60; dqn/untuned fails."""
+
+    def __init__(self, algo, mode, env_name, timeout):
+        if mode == "untuned" and algo == "dqn":
+            raise RuntimeError("dqn/untuned child failed (exit 1): boom")
+        self.algo, self.mode, self.threads, self.calls = algo, mode, f"{mode} threads", 0
+
+    def measure(self, seconds):
+        busy = _NEIGHBOUR["on"]
+        _SEEN.append((self.algo, self.mode, busy))
+        rates = [50.0, 40.0, 60.0] if busy else [100.0, 120.0, 80.0]
+        self.calls += 1
+        return rates[(self.calls - 1) // 2]
+
+    def close(self):
+        pass
+
+
+class _FakeNeighbour:
+    def __init__(self, active=True):
+        self.active = active
+
+    def __enter__(self):
+        _NEIGHBOUR["on"] = self.active
+
+    def __exit__(self, *exc):
+        _NEIGHBOUR["on"] = False
+
+
 def test_contention_suite_interleaves_alone_and_busy(monkeypatch):
     import rlamd.bench.contention as contention
 
-    seen: list[tuple[str, str, bool]] = []
-
-    class FakeChild:
-        """Alone 100/120/80 by round, beside the neighbour 50/40/60; dqn/untuned fails."""
-
-        def __init__(self, algo, mode, env_name, timeout):
-            if mode == "untuned" and algo == "dqn":
-                raise RuntimeError("dqn/untuned child failed (exit 1): boom")
-            self.algo, self.mode, self.threads, self.calls = algo, mode, f"{mode} threads", 0
-
-        def measure(self, seconds):
-            busy = monkeypatch_state["neighbour"]
-            seen.append((self.algo, self.mode, busy))
-            rates = [50.0, 40.0, 60.0] if busy else [100.0, 120.0, 80.0]
-            self.calls += 1
-            return rates[(self.calls - 1) // 2]
-
-        def close(self):
-            pass
-
-    monkeypatch_state = {"neighbour": False}
-
-    class FakeNeighbour:
-        def __init__(self, active=True):
-            self.active = active
-
-        def __enter__(self):
-            monkeypatch_state["neighbour"] = self.active
-
-        def __exit__(self, *exc):
-            monkeypatch_state["neighbour"] = False
-
-    monkeypatch.setattr(contention, "_Child", FakeChild)
-    monkeypatch.setattr(contention, "busy_neighbour", FakeNeighbour)
+    _SEEN.clear()
+    seen = _SEEN
+    monkeypatch.setattr(contention, "_Child", _FakeChild)
+    monkeypatch.setattr(contention, "busy_neighbour", _FakeNeighbour)
     notes: list[str] = []
     figures = contention.run_contention_suite(
         seconds=3.0, peers=False, env_name="cartpole", notes=notes

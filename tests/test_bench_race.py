@@ -180,6 +180,24 @@ def test_bad_flags_say_what_is_accepted(capsys):
     with pytest.raises(SystemExit):
         race.main(["cartpol", "--target", "450"])
     assert "Closest valid names: cartpole" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        race.main(["cartpole", "--target", "450", "--contenders", "rlamd,sb"])
+    assert (
+        "unknown 'sb'; accepted: rlamd, sb3, rllib. Did you mean 'sb3'?" in capsys.readouterr().err
+    )
+
+
+def test_contenders_run_in_race_order(monkeypatch, tmp_path):
+    seen: list[str] = []
+
+    def fake_run(proto, out, contenders, notes):
+        seen.extend(contenders)
+        return [], []
+
+    monkeypatch.setattr(race, "run_race", fake_run)
+    base = ["cartpole", "--target", "450", "--out", str(tmp_path)]
+    assert race.main([*base, "--contenders", "rllib,rlamd"]) == 0
+    assert seen == ["rlamd", "rllib"]
 
 
 @pytest.mark.slow

@@ -288,7 +288,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--out", default="bench-out/race", help="folder (default: bench-out/race)")
     p.add_argument("--no-peers", action="store_true", help="race rlamd alone")
+    p.add_argument(
+        "--contenders",
+        default=",".join(CONTENDERS),
+        help=f"comma-separated, any of {', '.join(CONTENDERS)} (default: all)",
+    )
     return p
+
+
+def _contenders(args: argparse.Namespace, p: argparse.ArgumentParser) -> tuple[str, ...]:
+    """The contenders asked for, in race order; an unknown name exits naming the nearest."""
+    import difflib
+
+    names = [n.strip() for n in args.contenders.split(",") if n.strip()]
+    for n in names:
+        if n not in CONTENDERS:
+            close = difflib.get_close_matches(n, CONTENDERS, n=1)
+            p.error(
+                f"--contenders: unknown '{n}'; accepted: {', '.join(CONTENDERS)}"
+                + (f". Did you mean '{close[0]}'?" if close else "")
+            )
+    if not names:
+        p.error(f"--contenders is empty; accepted: any of {', '.join(CONTENDERS)}")
+    chosen = tuple(c for c in CONTENDERS if c in names)
+    return ("rlamd",) if args.no_peers else chosen
 
 
 def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser) -> RaceProtocol:
@@ -350,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     proto = _protocol(args, p)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    contenders = ("rlamd",) if args.no_peers else CONTENDERS
+    contenders = _contenders(args, p)
     notes: list[str] = []
     print(_head(proto), flush=True)
     t0 = time.perf_counter()
