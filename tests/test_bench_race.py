@@ -230,3 +230,16 @@ def test_the_sb3_child_evaluates_on_the_race_schedule(tmp_path):
     rows = race.read_evals(tmp_path / "evals.csv")
     assert [r[0] for r in rows] == [1000, 2000, 3000]  # after vector steps of 8 envs
     assert all(r[3] == 3 and 8 <= r[1] <= 500 for r in rows)
+
+
+def test_the_table_needs_no_rlamd_row(capsys):
+    from rlamd.bench.race_report import RaceRun, print_race
+
+    curve = (EvalPoint(1000, 100.0, 1.0, 10, 4.0), EvalPoint(2000, 460.0, 1.0, 10, 9.0))
+    peer = RaceRun("ppo", "rllib", 1, 450.0, "target", 9.5, curve)
+    mine = RaceRun("ppo", "rlamd", 1, 450.0, "minutes", 60.0, curve[:1])
+    print_race([peer], "head")  # a race of peers only: no comparison line, no error
+    assert "RLlib" in capsys.readouterr().out
+    print_race([mine, peer], "head")  # rlamd did not reach it: no comparison either
+    text = capsys.readouterr().out
+    assert "not reached" in text and "faster" not in text and "slower" not in text

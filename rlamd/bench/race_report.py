@@ -129,10 +129,11 @@ def print_race(runs: list[RaceRun], head: str) -> None:
         )
     head = ("algo", "framework", "seed", "seconds", "env steps", "best score", "stopped")
     print_table(rows, (*head, "others' cores", "ready threads"))
-    for s in summary(runs):
-        if s["contender"] == "rlamd" or s["median_seconds"] is None:
+    rows_by = {(x["algo"], x["contender"]): x for x in summary(runs)}
+    for (algo, who), s in rows_by.items():
+        mine = rows_by.get((algo, "rlamd"))
+        if who == "rlamd" or s["median_seconds"] is None or mine is None:
             continue
-        mine = next(x for x in summary(runs) if (x["algo"], x["contender"]) == (s["algo"], "rlamd"))
         if mine["median_seconds"] is not None:
             times = s["median_seconds"] / mine["median_seconds"]
             verdict = f"{times:.2f}x faster" if times >= 1 else f"{1 / times:.2f}x slower"
