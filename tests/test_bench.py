@@ -135,26 +135,60 @@ def test_contention_child_measures_the_training_loop():
     assert len(dqn["rates"]) == 2 and all(r > 0 for r in dqn["rates"])
 
 
-def test_contention_suite_pairs_alone_and_busy(monkeypatch):
-    import rlamd.bench.contention as contention
+_NEIGHBOUR = {"on": False}
+_SEEN: list[tuple[str, str, bool]] = []
 
-    seen: list[tuple[str, str, bool]] = []
 
-    def fake(algo, mode, seconds, neighbour, env_name, timeout):
-        seen.append((algo, mode, neighbour))
+class _FakeChild:
+    """Alone 100/120/80 by round, beside the neighbour 50/40/60; dqn/untuned fails."""
+
+    def __init__(self, algo, mode, env_name, timeout):
         if mode == "untuned" and algo == "dqn":
             raise RuntimeError("dqn/untuned child failed (exit 1): boom")
-        return {
-            "rates": [100.0, 120.0, 80.0] if not neighbour else [50.0, 40.0, 60.0],
-            "threads": f"{mode} threads",
-        }
+        self.algo, self.mode, self.threads, self.calls = algo, mode, f"{mode} threads", 0
 
-    monkeypatch.setattr(contention, "_measure", fake)
+    def measure(self, seconds):
+        busy = _NEIGHBOUR["on"]
+        _SEEN.append((self.algo, self.mode, busy))
+        rates = [50.0, 40.0, 60.0] if busy else [100.0, 120.0, 80.0]
+        self.calls += 1
+        return rates[(self.calls - 1) // 2]
+
+    def close(self):
+        pass
+
+
+class _FakeNeighbour:
+    def __init__(self, active=True):
+        self.active = active
+
+    def __enter__(self):
+        _NEIGHBOUR["on"] = self.active
+
+    def __exit__(self, *exc):
+        _NEIGHBOUR["on"] = False
+
+
+def test_contention_suite_interleaves_alone_and_busy(monkeypatch):
+    import rlamd.bench.contention as contention
+
+    _SEEN.clear()
+    seen = _SEEN
+    monkeypatch.setattr(contention, "_Child", _FakeChild)
+    monkeypatch.setattr(contention, "busy_neighbour", _FakeNeighbour)
     notes: list[str] = []
     figures = contention.run_contention_suite(
-        seconds=1.0, peers=False, env_name="cartpole", notes=notes
+        seconds=3.0, peers=False, env_name="cartpole", notes=notes
     )
-    assert ("ppo", "budget", False) in seen and ("ppo", "budget", True) in seen
+    # Interleaved: every ppo condition once per round, A B A B ..., three rounds.
+    ppo = [s for s in seen if s[0] == "ppo"]
+    assert ppo[:4] == [
+        ("ppo", "budget", False),
+        ("ppo", "budget", True),
+        ("ppo", "untuned", False),
+        ("ppo", "untuned", True),
+    ]
+    assert ppo[4:8] == ppo[:4] and len(ppo) == 12
     names = {f.name for f in figures}
     assert {
         "contention/budget/ppo/alone",
@@ -164,7 +198,11 @@ def test_contention_suite_pairs_alone_and_busy(monkeypatch):
     } <= names
     busy = next(f for f in figures if f.name == "contention/budget/ppo/busy")
     alone = next(f for f in figures if f.name == "contention/budget/ppo/alone")
-    assert busy.meta["ratio"] == pytest.approx(busy.median / alone.median)
+    assert alone.repeats == [100.0, 120.0, 80.0] and busy.repeats == [50.0, 40.0, 60.0]
+    # The ratio is taken per round: 0.5, 1/3, 0.75 -> median 0.5, range 1/3-0.75.
+    assert busy.meta["ratio"] == pytest.approx(0.5)
+    assert busy.meta["ratio_range"] == pytest.approx([1 / 3, 0.75])
+    assert busy.meta["seconds"] == pytest.approx(1.0)
     assert not any(f.name.startswith("contention/untuned/dqn") for f in figures)
     assert notes == ["contention dqn/untuned: dqn/untuned child failed (exit 1): boom"]
 
@@ -195,3 +233,61 @@ def test_the_like_for_like_row_runs_sb3s_algorithm():
         assert loop.step >= 64
     finally:
         loop.collector.close()
+
+
+def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
+    from rlamd.bench.common import Contender, interleave, ratio
+
+    calls: list[str] = []
+    values = {"a": iter([10.0, 30.0, 20.0]), "b": iter([5.0, 10.0, 20.0])}
+
+    def run(name):
+        def once():
+            calls.append(name)
+            return next(values[name])
+
+        return once
+
+    def warm(name):
+        return lambda: calls.append(f"warm {name}")
+
+    a, b = interleave(
+        [
+            Contender("x/a", "u", run("a"), {"k": 1}, warm("a")),
+            Contender("x/b", "u", run("b"), {}, warm("b")),
+        ],
+        repeats=3,
+    )
+    assert calls == ["warm a", "warm b", "a", "b", "a", "b", "a", "b"]
+    assert a.repeats == [10.0, 30.0, 20.0] and a.median == 20.0 and (a.min, a.max) == (10.0, 30.0)
+    assert a.meta == {"repeats": 3, "k": 1, "interleaved_with": ["x/b"]}
+    r = ratio(a, b)  # per round: 2, 3, 1
+    assert (r.median, r.low, r.high) == (2.0, 1.0, 3.0) and r.text() == "2.00x (1.00-3.00)"
+    with pytest.raises(ValueError, match="contender names must differ"):
+        interleave([Contender("same", "u", run("a")), Contender("same", "u", run("b"))], repeats=1)
+    short = interleave([Contender("c", "u", lambda: 1.0)], repeats=2)[0]
+    with pytest.raises(ValueError, match="one interleave"):
+        ratio(a, short)
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
+    import importlib
+
+    from rlamd.bench.__main__ import _RUNNERS
+    from rlamd.bench.common import MIN_REPEATS
+
+    seen: dict[str, int] = {}
+    for suite in _RUNNERS:
+        if suite == "allreduce":  # no repeats: one timing per message size, median of iters
+            continue
+        module = importlib.import_module(f"rlamd.bench.{suite}")
+
+        def fake(*args, _suite=suite, **kwargs):
+            seen[_suite] = kwargs["repeats"]
+            return []
+
+        monkeypatch.setattr(module, f"run_{suite}_suite", fake)
+        _RUNNERS[suite](torch.device("cpu"), quick, False, [])
+    assert set(seen) == set(_RUNNERS) - {"allreduce"}
+    assert all(r >= MIN_REPEATS for r in seen.values()), seen

@@ -147,7 +147,6 @@ class DQNAlgorithm:
                 "buffer_size": 50_000,
                 "batch_size": 64,
                 "lr": 1e-3,
-                "adam_eps": 1e-8,
                 "learning_starts": 1_000,
                 "train_frequency": 2,
                 "target_update_interval": 250,

@@ -2,28 +2,29 @@
 
 Measures rlamd on this machine, runs the installed peers in the same run, and writes a
 table per suite, ``results.json`` (machine, versions, every figure with median, min, max
-and repeats) and a PNG chart per suite. Warm-up runs are excluded; figures are medians.
+and repeats, the load other processes put on the machine during each suite) and a PNG
+chart per suite. Warm-up runs are excluded; rlamd and its peers are timed in interleaved
+rounds (at least 3), figures are medians and ratios are per round, with their range.
 Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
-(PPO and DQN beside a busy process).
+(PPO and DQN beside a busy process). ``python -m rlamd.bench race ENV --target SCORE``
+races rlamd and its peers to a score instead (``race --help``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from rlamd.device import DEVICE_HELP
 
-from .common import Figure
+from .common import MIN_REPEATS, Figure, machine_info
+from .load import LoadMonitor, LoadReport
 
 SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce", "contention")
 
@@ -47,24 +48,6 @@ PUBLISHED = [
         "source": _SOURCE,
     },
 ]
-
-
-def machine_info(device: torch.device) -> dict[str, Any]:
-    from rlamd.device import describe_device
-
-    info = describe_device(device)
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
-        "torch_threads": torch.get_num_threads(),
-    }
 
 
 def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) -> list[str]:
@@ -119,7 +102,11 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         prog="python -m rlamd.bench", description=(__doc__ or "").split("\n\n")[1]
     )
     p.add_argument(
-        "suites", nargs="*", default=[], help=f"any of: {', '.join(SUITES)} (default: all)"
+        "suites",
+        nargs="*",
+        default=[],
+        help=f"any of: {', '.join(SUITES)} (default: all); or race ENV --target SCORE, "
+        "a race to a score (race --help)",
     )
     p.add_argument(
         "--quick",
@@ -155,13 +142,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
 def _device_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .device import run_device_suite
 
-    return run_device_suite(device, quick=quick, repeats=3 if quick else 5)
+    return run_device_suite(device, quick=quick, repeats=MIN_REPEATS if quick else 5)
 
 
 def _env_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .env import run_env_suite
 
-    return run_env_suite(steps=100 if quick else 400, repeats=3 if quick else 5)
+    return run_env_suite(steps=100 if quick else 400, repeats=MIN_REPEATS if quick else 5)
 
 
 def _replay_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
@@ -170,7 +157,7 @@ def _replay_suite(device: torch.device, quick: bool, peers: bool, notes: list[st
     return run_replay_suite(
         capacity=2**18 if quick else 2**20,
         iters=50 if quick else 200,
-        repeats=3 if quick else 5,
+        repeats=MIN_REPEATS if quick else 5,
         device=device,
         peers=peers,
         notes=notes,
@@ -184,7 +171,7 @@ def _learner_suite(device: torch.device, quick: bool, peers: bool, notes: list[s
         device,
         batches=(32, 128) if quick else (32, 128, 512),
         iters=3 if quick else 10,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
     )
 
 
@@ -194,7 +181,7 @@ def _dqn_suite(device: torch.device, quick: bool, peers: bool, notes: list[str])
     return run_dqn_suite(
         batches=(128,) if quick else (32, 128),
         iters=15 if quick else 60,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
         device=device,
         peers=peers,
         precisions=("auto",) if quick else ("auto", "fp32"),
@@ -207,7 +194,7 @@ def _ppo_suite(device: torch.device, quick: bool, peers: bool, notes: list[str])
 
     return run_ppo_suite(
         iters=1 if quick else 3,
-        repeats=2 if quick else 3,
+        repeats=MIN_REPEATS,
         device=device,
         precisions=("auto",) if quick else ("auto", "fp32"),
         peers=peers,
@@ -227,13 +214,15 @@ def _allreduce_suite(device: torch.device, quick: bool, peers: bool, notes: list
 def _contention_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .contention import run_contention_suite
 
-    return run_contention_suite(seconds=6.0 if quick else 20.0, peers=peers, notes=notes)
+    return run_contention_suite(
+        seconds=6.0 if quick else 20.0, peers=peers, notes=notes, repeats=MIN_REPEATS
+    )
 
 
 def _rollout_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .rollout import run_rollout_suite
 
-    figures = run_rollout_suite(rounds=2 if quick else 4, repeats=2 if quick else 3, notes=notes)
+    figures = run_rollout_suite(rounds=2 if quick else 4, repeats=MIN_REPEATS, notes=notes)
     return figures or None  # skipped without Ray: no entry
 
 
@@ -268,7 +257,33 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
         )
 
 
+def _run_suites(
+    suites: list[str], device: torch.device, quick: bool, peers: bool, notes: list[str]
+) -> tuple[dict[str, list[Figure]], dict[str, LoadReport]]:
+    """Every suite with the machine's other load sampled before and during it; a busy
+    machine gets a warning line after the suite's table."""
+    results: dict[str, list[Figure]] = {}
+    loads: dict[str, LoadReport] = {}
+    gpu = (device.index or 0) if device.type == "cuda" else None
+    for suite in suites:
+        with LoadMonitor(gpu=gpu) as mon:
+            figures = _RUNNERS[suite](device, quick, peers, notes)
+        assert mon.report is not None
+        warning = mon.report.warning(f"the {suite} suite")
+        if warning:
+            print(warning)
+        if figures is not None:
+            results[suite] = figures
+            loads[suite] = mon.report
+    return results, loads
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["race"]:
+        from .race import main as race_main
+
+        return race_main(argv[1:])
     args = _parse_args(argv)
     suites = args.suites or list(SUITES)
     from rlamd.hostalloc import tune_host_allocator
@@ -284,23 +299,18 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quick, peers = args.quick, not args.no_peers
-    results: dict[str, list[Figure]] = {}
     notes: list[str] = []
     t0 = time.perf_counter()
-    for suite in suites:
-        figures = _RUNNERS[suite](device, quick, peers, notes)
-        if figures is not None:
-            results[suite] = figures
+    results, loads = _run_suites(suites, device, quick, peers, notes)
     _print_published(results)
     charts = write_charts(out, results, notes)
     doc = {
         "machine": machine_info(device),
-        "command": " ".join(
-            ["python -m rlamd.bench", *(argv if argv is not None else sys.argv[1:])]
-        ),
+        "command": " ".join(["python -m rlamd.bench", *argv]),
         "quick": quick,
         "seconds": round(time.perf_counter() - t0, 1),
         "suites": {k: [f.to_dict() for f in v] for k, v in results.items()},
+        "load": {k: v.to_dict() for k, v in loads.items()},
         "published": PUBLISHED,
         "notes": notes,
         "charts": charts,
@@ -308,6 +318,12 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in notes:
         print(f"note: {n}")
+    busy = [k for k, v in loads.items() if v.busy]
+    if busy:
+        print(
+            f"warning: the machine was busy during {', '.join(busy)} (other processes' load "
+            "per suite is in results.json, 'load'); rerun on a quiet machine to compare"
+        )
     print(
         f"\nwrote {out / 'results.json'}{' and ' + str(len(charts)) + ' charts' if charts else ''} "
         f"in {doc['seconds']:.0f} s"

@@ -2,9 +2,11 @@
 
 A second process on the machine (TensorBoard, an evaluation, another run, the other Ray
 actors) should cost rlamd about its share of the cores, not most of its throughput.
-Every figure here is measured in a fresh interpreter, because the OpenMP wait policy is
+Every figure here is measured in a child interpreter, because the OpenMP wait policy is
 fixed when torch loads; the parent only starts children and the neighbour
-(``python -c "while True: pass"``), which it always kills. Conditions, in one run:
+(``python -c "while True: pass"``), which it always kills. Each child is built once and
+then measures a window when asked; the parent interleaves the windows (every condition
+alone and beside the neighbour once per round), so drift hits every condition alike. Conditions, in one run:
 
 * ``rlamd (budget)``: the thread plan of :mod:`rlamd.threads` (``plan_threads`` over
   the affinity mask, ``apply_threads``, ale-py threads from the plan, idle OpenMP
@@ -18,29 +20,23 @@ fixed when torch loads; the parent only starts children and the neighbour
 Workloads (Breakout, the Nature CNN, on the CPU, as ``python -m rlamd.train`` runs them):
 PPO 8 envs x 128 steps, 4 epochs x 4 minibatches; DQN 8 envs, batch 32, one update per
 4 env steps, prioritized replay, after a short warm-up fill. SB3 gets the same settings.
-The ratio is the env steps/s beside the neighbour over the env steps/s alone.
+The ratio is the env steps/s beside the neighbour over the env steps/s alone, per round.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
-from .common import Figure, print_table
+from .common import MIN_REPEATS, Contender, Figure, interleave, note_ratio, print_table, ratio
+from .contention_child import ALGOS, GAME, NUM_ENVS, run_child
 
 __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
-GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
-ALGOS = ("ppo", "dqn")
-MODES = ("budget", "untuned", "sb3")
-NUM_ENVS = 8
 # The busy neighbour: one single-threaded process that never sleeps.
 NEIGHBOUR = "while True: pass"
 # Variables a child must not inherit for its mode to mean what it says.
@@ -75,126 +71,6 @@ class busy_neighbour:
             self.proc.wait()
 
 
-# ---------------------------------------------------------------------- in the child
-def _rlamd_iterate(algo: str, env_name: str, num_envs: int, threads: int | None, warm: int):
-    """Build the loop ``python -m rlamd.train`` runs; returns (iterate() -> env steps, close)."""
-    import torch
-
-    from rlamd.agents.dqn import DQNConfig
-    from rlamd.algos import build_agent, get_algorithm
-    from rlamd.collector import Collector
-    from rlamd.config.sections import RunConfig, TrainConfig
-    from rlamd.envs import make_env
-
-    device = torch.device("cpu")
-    env = make_env(env_name, num_envs=num_envs, threads=threads)
-    train = TrainConfig(
-        env=env_name,
-        algo=algo,
-        num_envs=num_envs,
-        device="cpu",
-        precision="fp32",
-        steps=10_000_000,
-        threads=threads,
-    )
-    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
-    agent = build_agent(cfg, device, env)
-    collector = Collector(env, device, seed=0)
-    loop = get_algorithm(algo).local_loop(cfg, collector, agent, 0, lambda _text: None)
-    while loop.step < warm and algo == "dqn":
-        loop.iterate()
-
-    def iterate() -> int:
-        before = loop.step
-        loop.iterate()
-        return loop.step - before
-
-    return iterate, collector.close
-
-
-def _sb3_iterate(algo: str, num_envs: int, warm: int):
-    """SB3's PPO or DQN with rlamd's settings; returns (iterate() -> env steps, close)."""
-    from rlamd.bench.peers import sb3_atari
-
-    if algo == "ppo":
-        model = sb3_atari("ppo", num_envs, "cpu")
-        per = 128 * num_envs
-    else:
-        # train_freq counts vector steps: num_envs / 4 updates per vector step, as rlamd.
-        model = sb3_atari("dqn", num_envs, "cpu", warm=warm, per_update=max(1, num_envs // 4))
-        model.learn(total_timesteps=warm)
-        per = 16 * num_envs
-
-    def iterate() -> int:
-        model.learn(total_timesteps=per, reset_num_timesteps=False)
-        return per
-
-    return iterate, model.get_env().close
-
-
-def run_child(
-    algo: str,
-    mode: str,
-    seconds: float,
-    *,
-    env_name: str = GAME,
-    num_envs: int = NUM_ENVS,
-    warm: int = 1_000,
-    chunks: int = 3,
-) -> dict[str, Any]:
-    """Measure one condition in this process: env steps/s over ``chunks`` equal windows.
-
-    Args:
-        algo: ``ppo`` or ``dqn``.
-        mode: ``budget`` (rlamd's thread plan), ``untuned`` (library defaults) or ``sb3``.
-        seconds: timed wall time, after one untimed warm-up iteration.
-        env_name: the game (``cartpole`` keeps the tests fast; SB3 always plays Breakout).
-        num_envs: envs stepped together.
-        warm: DQN replay fill before the timing starts.
-        chunks: the timed window is split in this many parts; their rates are the repeats.
-
-    Returns:
-        ``{"rates": [...], "threads": "..."}``: env steps/s per chunk and the thread setup.
-    """
-    import torch
-
-    threads: int | None = None
-    line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
-    watch = None
-    if mode == "budget":
-        from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
-
-        # As rlamd.engine.LocalEngine does on a CPU with the default budget.
-        plan = plan_threads(None, num_envs)
-        apply_threads(plan)
-        threads, line = plan.env_threads, describe(plan).removeprefix("rlamd: ")
-        watch = LoadWatch(plan)
-        line += "; torch threads follow the load"
-    if mode == "sb3":
-        iterate, close = _sb3_iterate(algo, num_envs, warm)
-    else:
-        iterate, close = _rlamd_iterate(algo, env_name, num_envs, threads, warm)
-    if watch is not None:
-        step_once = iterate
-
-        def iterate() -> int:
-            watch.update()
-            return step_once()
-
-    try:
-        iterate()  # warm-up: first-call allocations and kernel selection
-        rates = []
-        for _ in range(chunks):
-            done, t0 = 0, time.perf_counter()
-            while time.perf_counter() - t0 < seconds / chunks:
-                done += iterate()
-            rates.append(done / (time.perf_counter() - t0))
-    finally:
-        close()
-    return {"rates": rates, "threads": line}
-
-
-# ---------------------------------------------------------------------- in the parent
 def _child_env(mode: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
     if mode == "budget":
@@ -207,30 +83,59 @@ def _child_env(mode: str) -> dict[str, str]:
     return env
 
 
-def _measure(
-    algo: str, mode: str, seconds: float, neighbour: bool, env_name: str, timeout: float
-) -> dict[str, Any]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "rlamd.bench.contention",
-        "--child",
-        algo,
-        mode,
-        "--seconds",
-        str(seconds),
-        "--env",
-        env_name,
-    ]
-    with busy_neighbour(neighbour):
-        proc = subprocess.run(
-            cmd, env=_child_env(mode), capture_output=True, text=True, timeout=timeout, check=False
+class _Child:
+    """One condition's child process, built once and asked for a window at a time."""
+
+    def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
+        self.algo, self.mode, self.timeout = algo, mode, timeout
+        cmd = [sys.executable, "-m", "rlamd.bench.contention_child", "--serve", algo, mode]
+        self.proc = subprocess.Popen(
+            [*cmd, "--env", env_name],
+            env=_child_env(mode),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        raise RuntimeError(f"{algo}/{mode} child failed (exit {proc.returncode}): {tail[0]}")
-    return json.loads(lines[-1])
+        self.threads = self._answer()["threads"]
+
+    def _answer(self) -> dict[str, Any]:
+        """The child's next JSON line; RuntimeError (with its last words) when none comes."""
+        import select
+
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + self.timeout
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
+            if ready:
+                line = self.proc.stdout.readline()
+                if line.startswith("{"):
+                    return json.loads(line)
+                if not line:  # the child ended
+                    break
+        self.close()
+        tail = (self.proc.stderr.read() if self.proc.stderr else "").strip().splitlines()
+        raise RuntimeError(
+            f"{self.algo}/{self.mode} child failed (exit {self.proc.returncode}): "
+            f"{(tail or ['no output'])[-1]}"
+        )
+
+    def measure(self, seconds: float) -> float:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"measure {seconds}\n")
+        self.proc.stdin.flush()
+        return float(self._answer()["rate"])
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write("quit\n")
+                self.proc.stdin.close()
+                self.proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self.proc.kill()
+                self.proc.wait()
 
 
 def _modes(peers: bool, env_name: str, notes: list[str]) -> list[str]:
@@ -250,50 +155,79 @@ def _modes(peers: bool, env_name: str, notes: list[str]) -> list[str]:
     return modes
 
 
-def _pair(
-    algo: str, mode: str, seconds: float, env_name: str, timeout: float, notes: list[str]
-) -> dict[bool, Figure]:
-    """One condition alone (``False``) then beside the neighbour (``True``); a failed
-    child ends the pair early with a note."""
-    pair: dict[bool, Figure] = {}
-    for busy in (False, True):
+def _start(
+    algo: str, modes: list[str], env_name: str, timeout: float, notes: list[str]
+) -> dict[str, _Child]:
+    """A child per mode, built and waiting; one that fails to start is left out, noted."""
+    children: dict[str, _Child] = {}
+    for mode in modes:
         try:
-            out = _measure(algo, mode, seconds, busy, env_name, timeout)
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:
+            children[mode] = _Child(algo, mode, env_name, timeout)
+        except (RuntimeError, OSError) as exc:
             notes.append(f"contention {algo}/{mode}: {exc}")
-            break
-        rates = out["rates"]
-        pair[busy] = Figure(
+    return children
+
+
+def _algo_figures(
+    algo: str,
+    children: dict[str, _Child],
+    seconds: float,
+    env_name: str,
+    notes: list[str],
+    repeats: int,
+) -> list[Figure]:
+    """Every child alone and beside the neighbour, in interleaved rounds of windows of
+    ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
+    window, dead = seconds / repeats, set()
+
+    def once(mode: str, busy: bool):
+        def run() -> float:
+            if mode in dead:
+                return float("nan")
+            try:
+                with busy_neighbour(busy):
+                    return children[mode].measure(window)
+            except RuntimeError as exc:
+                dead.add(mode)
+                notes.append(f"contention {algo}/{mode}: {exc}")
+                return float("nan")
+
+        return run
+
+    contenders = [
+        Contender(
             f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
             "env steps/s",
-            statistics.median(rates),
-            min(rates),
-            max(rates),
-            rates,
+            once(mode, busy),
             {
                 "algo": algo,
                 "mode": mode,
                 "neighbour": busy,
-                "threads": out["threads"],
-                "seconds": seconds,
+                "threads": child.threads,
+                "seconds": window,
                 "env": env_name,
                 "cores": _cores(),
             },
         )
-    return pair
+        for mode, child in children.items()
+        for busy in (False, True)
+    ]
+    figures = interleave(contenders, repeats=repeats, warmup=0)
+    return [f for f in figures if f.meta["mode"] not in dead]
 
 
 def _report(
     figures: list[Figure],
     rows: list[tuple[str, ...]],
     algos: tuple[str, ...],
-    seconds: float,
+    window: float,
     env_name: str,
 ) -> None:
     print(
         f"\ncontention on {_cores()} cores: {env_name}, {NUM_ENVS} envs, env steps/s alone and "
-        f'beside one busy process (`python -c "{NEIGHBOUR}"`); median of 3 windows of '
-        f"{seconds / 3:.1f} s"
+        f'beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved windows '
+        f"of {window:.1f} s (every condition once per round); ratio: busy / alone per round, "
+        "median (min-max)"
     )
     print_table(rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"))
     by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
@@ -301,7 +235,7 @@ def _report(
         new, old = by.get(("budget", algo, False)), by.get(("untuned", algo, False))
         if new and old:
             print(
-                f"{algo}: alone, budget / untuned = {new.median / old.median:.2f}x "
+                f"{algo}: alone, budget / untuned = {ratio(new, old).text()} "
                 "(the thread budget must not cost throughput)"
             )
 
@@ -312,19 +246,27 @@ def run_contention_suite(
     peers: bool = True,
     env_name: str = GAME,
     notes: list[str] | None = None,
+    repeats: int = MIN_REPEATS,
 ) -> list[Figure]:
     """Measure every (algo, mode) alone and beside the neighbour; print the table.
 
+    One child per (algo, mode) is started and built once; the parent then asks each for
+    a window at a time, interleaved: every mode alone and beside the neighbour once per
+    round, ``repeats`` rounds.
+
     Args:
-        seconds: timed wall time per measurement (each child adds its start-up).
+        seconds: timed wall time per condition, over all rounds (each child adds its
+            start-up once, and an untimed iteration per window).
         algos: ``ppo`` and/or ``dqn``.
         peers: measure Stable-Baselines3 too, when it is installed.
         env_name: the game for rlamd (``cartpole`` for plumbing tests; SB3 skips then).
         notes: receives a line for each skipped peer or failed condition.
+        repeats: rounds (windows per condition).
 
     Returns:
         Two figures per condition, ``contention/{mode}/{algo}/alone`` and ``.../busy``
-        (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone.
+        (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone (median per
+        round) and ``meta["ratio_range"]``.
     """
     notes = [] if notes is None else notes
     modes = _modes(peers, env_name, notes)
@@ -333,24 +275,27 @@ def run_contention_suite(
     figures: list[Figure] = []
     rows: list[tuple[str, ...]] = []
     for algo in algos:
-        for mode in modes:
-            pair = _pair(algo, mode, seconds, env_name, timeout, notes)
-            figures += pair.values()
-            if len(pair) == 2:
-                alone, busy = pair[False], pair[True]
-                ratio = busy.median / alone.median
-                busy.meta["ratio"] = ratio
-                rows.append(
-                    (
-                        algo,
-                        names[mode],
-                        f"{alone.median:,.0f}",
-                        f"{busy.median:,.0f}",
-                        f"{ratio:.2f}",
-                        alone.meta["threads"],
-                    )
+        children = _start(algo, modes, env_name, timeout, notes)
+        try:
+            got = _algo_figures(algo, children, seconds, env_name, notes, repeats)
+        finally:
+            for child in children.values():
+                child.close()
+        figures += got
+        for alone, busy in zip(got[::2], got[1::2], strict=True):
+            r = ratio(busy, alone)
+            note_ratio(busy, "ratio", r)
+            rows.append(
+                (
+                    algo,
+                    names[busy.meta["mode"]],
+                    f"{alone.median:,.0f}",
+                    f"{busy.median:,.0f}",
+                    r.cell(),
+                    alone.meta["threads"],
                 )
-    _report(figures, rows, algos, seconds, env_name)
+            )
+    _report(figures, rows, algos, seconds / repeats, env_name)
     return figures
 
 
@@ -358,24 +303,3 @@ def _cores() -> int:
     from rlamd.threads import cores_available
 
     return cores_available()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """The child entry: ``python -m rlamd.bench.contention --child ALGO MODE``."""
-    p = argparse.ArgumentParser(prog="python -m rlamd.bench.contention")
-    p.add_argument("--child", nargs=2, metavar=("ALGO", "MODE"), required=True)
-    p.add_argument("--seconds", type=float, default=20.0)
-    p.add_argument("--env", default=GAME)
-    args = p.parse_args(argv)
-    algo, mode = args.child
-    if algo not in ALGOS or mode not in MODES:
-        p.error(
-            f"--child {algo} {mode}; accepted: ALGO in {', '.join(ALGOS)}, "
-            f"MODE in {', '.join(MODES)}"
-        )
-    print(json.dumps(run_child(algo, mode, args.seconds, env_name=args.env)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,19 +7,21 @@
 * PPO minibatch updates/s, eager and graph-captured;
 
 and what one learn step costs: kernels (GPU) or leaf ops (CPU), host submissions, host
-µs to issue it and device µs of kernel time (``torch.profiler``).
+µs to issue it and device µs of kernel time (``torch.profiler``). The variants of one
+figure (precisions, graph on and off) are timed in interleaved rounds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from .common import Figure, measure, print_table, step_cost
+from .common import Contender, Figure, interleave, print_table, step_cost, timed
 
 __all__ = ["run_learner_suite"]
 
@@ -121,70 +123,76 @@ class _LearnerBench:
         fig.meta.update(c.to_dict())
         self.costs.append((label, precision, str(batch), graph, *c.cells()))
 
-    def dqn_update(self, precision: str, batch: int) -> None:
+    def _timed_rows(
+        self, label: str, built: list[tuple[str, dict[str, Any], Callable[[], object]]]
+    ) -> list[Figure]:
+        """Interleave ``(name, meta, step)`` contenders; add a throughput row per figure."""
+        contenders = [
+            Contender(name, "updates/s", timed(_repeat(step, self.iters), device=self.device), meta)
+            for name, meta, step in built
+        ]
+        figures = interleave(contenders, repeats=self.repeats)
+        for f in figures:
+            m = f.meta
+            self.rows.append(
+                (label, m["precision"], str(m["batch"]), m.get("graph", "off"), f"{f.median:,.1f}")
+            )
+        self.figures += figures
+        return figures
+
+    def dqn_update(self, precisions: list[str], batch: int) -> None:
         """DQN updates/s on one synthetic batch already on the device (``agent.update_on``:
-        the learn step without sampling and priorities)."""
+        the learn step without sampling and priorities), each precision interleaved."""
         from rlamd.agents.dqn import DQN, DQNConfig
         from rlamd.precision import Precision
 
         device = self.device
-        agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device))
         b = _dqn_batch(batch, device, self.g)
-        f = measure(
-            f"learner/dqn/{precision}/b{batch}",
-            "updates/s",
-            _repeat(lambda: agent.update_on(b), self.iters),
-            repeats=self.repeats,
-            device=device,
-            precision=precision,
-            batch=batch,
-        )
-        self.figures.append(f)
-        self.rows.append(("DQN update", precision, str(batch), "off", f"{f.median:,.1f}"))
+        built = []
+        for precision in precisions:
+            agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device))
+            meta = {"precision": precision, "batch": batch, "device": str(device)}
+            built.append((f"learner/dqn/{precision}/b{batch}", meta, partial(agent.update_on, b)))
+        self._timed_rows("DQN update", built)
 
-    def dqn_learn(self, precision: str, batch: int, mode: str, buf) -> None:
-        """The DQN learn step from the prioritized replay ``buf`` (``agent.learn``)."""
+    def dqn_learn(self, variants: list[tuple[str, str]], batch: int, buf) -> None:
+        """The DQN learn step from the prioritized replay ``buf`` (``agent.learn``) for each
+        (precision, graph mode), interleaved, with its step cost."""
         from rlamd.agents.dqn import DQN, DQNConfig
         from rlamd.algos.dqn import capture_dqn
         from rlamd.graphs import graphs_enabled
         from rlamd.precision import Precision
 
         device = self.device
-        capturable = graphs_enabled(mode, device)
-        agent = capture_dqn(
-            DQN(
+        built, steps = [], []
+        for precision, mode in variants:
+            agent = DQN(
                 DQNConfig(),
                 (4, 84, 84),
                 4,
                 device,
                 Precision(precision, device),
-                capturable=capturable,
-            ),
-            mode,
-        )
-        for _ in range(self.warm):
-            agent.learn(buf, batch, 0.5)
-        f = measure(
-            f"learner/dqn_learn/{precision}/b{batch}/graph_{mode}",
-            "updates/s",
-            _repeat(lambda: agent.learn(buf, batch, 0.5), self.iters),
-            repeats=self.repeats,
-            device=device,
-            precision=precision,
-            batch=batch,
-            graph=mode,
-            captured=agent.learn_step.captured,
-        )
-        self.figures.append(f)
-        self.rows.append(
-            ("DQN learn step (replay)", precision, str(batch), mode, f"{f.median:,.1f}")
-        )
-        self._cost_row(
-            "DQN learn step", precision, batch, mode, lambda: agent.learn(buf, batch, 0.5), f
-        )
+                capturable=graphs_enabled(mode, device),
+            )
+            agent = capture_dqn(agent, mode)
+            step = partial(agent.learn, buf, batch, 0.5)
+            for _ in range(self.warm):
+                step()
+            meta = {
+                "precision": precision,
+                "batch": batch,
+                "graph": mode,
+                "captured": agent.learn_step.captured,
+            }
+            built.append((f"learner/dqn_learn/{precision}/b{batch}/graph_{mode}", meta, step))
+            steps.append(step)
+        figures = self._timed_rows("DQN learn step (replay)", built)
+        for f, step, (precision, mode) in zip(figures, steps, variants, strict=True):
+            self._cost_row("DQN learn step", precision, batch, mode, step, f)
 
-    def ppo_minibatch(self, precision: str, mode: str, mb: int) -> None:
-        """PPO minibatch updates/s on ``mb`` synthetic rows (one epoch, one minibatch)."""
+    def ppo_minibatch(self, variants: list[tuple[str, str]], mb: int) -> None:
+        """PPO minibatch updates/s on ``mb`` synthetic rows (one epoch, one minibatch) for
+        each (precision, graph mode), interleaved."""
         from rlamd.agents.ppo import PPO, PPOConfig
         from rlamd.algos.ppo import capture_ppo
         from rlamd.graphs import graphs_enabled
@@ -192,27 +200,23 @@ class _LearnerBench:
 
         device = self.device
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        capturable = graphs_enabled(mode, device)
-        agent = capture_ppo(
-            PPO(cfg, (4, 84, 84), 4, device, Precision(precision, device), capturable=capturable),
-            mode,
-        )
         rows_ = _ppo_rows(mb, device, self.g)
-        for _ in range(self.warm):
-            agent.learn(rows_)
-        f = measure(
-            f"learner/ppo/{precision}/mb{mb}/graph_{mode}",
-            "updates/s",
-            _repeat(lambda: agent.learn(rows_), self.iters),
-            repeats=self.repeats,
-            device=device,
-            precision=precision,
-            batch=mb,
-            graph=mode,
-        )
-        self.figures.append(f)
-        self.rows.append(("PPO minibatch", precision, str(mb), mode, f"{f.median:,.1f}"))
-        self._cost_row("PPO minibatch", precision, mb, mode, lambda: agent.learn(rows_), f)
+        built, steps = [], []
+        for precision, mode in variants:
+            capturable = graphs_enabled(mode, device)
+            agent = PPO(
+                cfg, (4, 84, 84), 4, device, Precision(precision, device), capturable=capturable
+            )
+            agent = capture_ppo(agent, mode)
+            step = partial(agent.learn, rows_)
+            for _ in range(self.warm):
+                step()
+            meta = {"precision": precision, "batch": mb, "graph": mode}
+            built.append((f"learner/ppo/{precision}/mb{mb}/graph_{mode}", meta, step))
+            steps.append(step)
+        figures = self._timed_rows("PPO minibatch", built)
+        for f, step, (precision, mode) in zip(figures, steps, variants, strict=True):
+            self._cost_row("PPO minibatch", precision, mb, mode, step, f)
 
     def report(self) -> None:
         """Print the throughput table and, when measured, the step-cost table."""
@@ -251,16 +255,14 @@ def run_learner_suite(
     bench = _LearnerBench(device, iters, repeats, torch.Generator(device=device).manual_seed(0))
     mb = 256  # PPO minibatch: 8 envs x 128 steps / 4
     buf = filled_replay(device) if replay else None
-    for precision in _precisions(device, info.bf16):
-        for batch in batches:
-            bench.dqn_update(precision, batch)
-            if buf is None or batch != max(batches):
-                continue
-            for mode in _graph_modes(device):
-                bench.dqn_learn(precision, batch, mode, buf)
-        if ppo:
-            for mode in _graph_modes(device):
-                bench.ppo_minibatch(precision, mode, mb)
+    precisions = _precisions(device, info.bf16)
+    variants = [(p, m) for p in precisions for m in _graph_modes(device)]
+    for batch in batches:
+        bench.dqn_update(precisions, batch)
+        if buf is not None and batch == max(batches):
+            bench.dqn_learn(variants, batch, buf)
+    if ppo:
+        bench.ppo_minibatch(variants, mb)
     bench.report()
     return bench.figures
 

@@ -6,15 +6,27 @@ lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5, gamma 0.99, lam
 too: ``device=`` the same device; RLlib only on the CPU). RLlib (new API stack)
 runs its env runner and learner in this process (no remote actors), with its own Atari
 wrappers (``wrap_atari_for_new_api_stack``, 84x84, 4 frames). The raw ``AtariVectorEnv``
-with 8 envs and random actions is the ceiling no learner can pass.
+with 8 envs and random actions is the ceiling no learner can pass. Every contender is
+built first, then all are timed in interleaved rounds (rlamd, SB3, RLlib, raw, rlamd, ...).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 
-from .common import Figure, measure, print_table
+from .common import (
+    Contender,
+    Figure,
+    distinct_precisions,
+    interleave,
+    note_ratio,
+    print_table,
+    ratio,
+    timed,
+)
 from .peers import PeerUnavailable, rllib_ppo, sb3_atari
 
 __all__ = ["run_ppo_suite"]
@@ -72,7 +84,11 @@ def _rllib_config(module, n: int):
     )
 
 
-def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
+# A contender and what closes it once every round has run.
+_Built = tuple[Contender, Callable[[], None]]
+
+
+def _rllib_contender(n: int, iters: int) -> _Built:
     """RLlib PPO with the same settings; env steps counted from RLlib's own results."""
     module = rllib_ppo()
     import ale_py
@@ -92,30 +108,24 @@ def _rllib_figure(n: int, iters: int, repeats: int) -> Figure:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     tune.register_env("rlamd_bench_breakout", make)
     algo = _rllib_config(module, n).build_algo()
-    try:
 
-        def run_rllib() -> int:
-            done = 0
-            for _ in range(iters):
-                result = algo.train()
-                done += int(result["env_runners"]["num_env_steps_sampled"])
-            return done
+    def run_rllib() -> int:
+        done = 0
+        for _ in range(iters):
+            result = algo.train()
+            done += int(result["env_runners"]["num_env_steps_sampled"])
+        return done
 
-        return measure(
-            f"ppo/rllib_fp32/{n}envs",
-            "env steps/s",
-            run_rllib,
-            repeats=repeats,
-            num_envs=n,
-            version=ray.__version__,
-        )
-    finally:
+    def close() -> None:
         algo.stop()
         if started:
             ray.shutdown()
 
+    meta = {"num_envs": n, "version": ray.__version__}
+    return Contender(f"ppo/rllib_fp32/{n}envs", "env steps/s", timed(run_rllib), meta), close
 
-def _sb3_figure(n: int, device: torch.device, iters: int, repeats: int) -> Figure:
+
+def _sb3_contender(n: int, device: torch.device, iters: int) -> _Built:
     """SB3 PPO with the same settings; raises :class:`PeerUnavailable` when SB3 cannot run."""
     model = sb3_atari("ppo", n, str(device))
 
@@ -123,14 +133,12 @@ def _sb3_figure(n: int, device: torch.device, iters: int, repeats: int) -> Figur
         model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
         return iters * 128 * n
 
-    f = measure(
-        f"ppo/sb3_fp32/{n}envs", "env steps/s", run_sb3, repeats=repeats, num_envs=n, device=device
-    )
-    model.get_env().close()
-    return f
+    meta = {"num_envs": n, "device": str(device)}
+    run = timed(run_sb3, device=device)
+    return Contender(f"ppo/sb3_fp32/{n}envs", "env steps/s", run, meta), model.get_env().close
 
 
-def _rlamd_figure(n: int, precision: str, device: torch.device, iters: int, repeats: int) -> Figure:
+def _rlamd_contender(n: int, precision: str, device: torch.device, iters: int) -> _Built:
     """rlamd's env steps/s through the training loop, learning included."""
     loop, agent = _rlamd_loop(n, precision, device)
 
@@ -139,20 +147,13 @@ def _rlamd_figure(n: int, precision: str, device: torch.device, iters: int, repe
             loop.iterate()
         return iters * loop.rollout.num_steps * loop.collector.num_envs
 
-    f = measure(
-        f"ppo/rlamd_{agent.precision.mode}/{n}envs",
-        "env steps/s",
-        run,
-        repeats=repeats,
-        device=device,
-        num_envs=n,
-        precision=agent.precision.mode,
-    )
-    loop.collector.close()
-    return f
+    mode = agent.precision.mode
+    meta = {"device": str(device), "num_envs": n, "precision": mode}
+    name = f"ppo/rlamd_{mode}/{n}envs"
+    return Contender(name, "env steps/s", timed(run, device=device), meta), loop.collector.close
 
 
-def _raw_figure(n: int, repeats: int) -> Figure:
+def _raw_contender(n: int) -> _Built:
     """The raw vector env with random actions: the ceiling no learner can pass."""
     from rlamd.bench.env import _raw
 
@@ -165,32 +166,57 @@ def _raw_figure(n: int, repeats: int) -> Figure:
             raw.step(a)
         return len(acts) * len(acts[0])
 
-    f = measure(f"ppo/raw_env_ceiling/{n}envs", "env steps/s", run_raw, repeats=repeats, num_envs=n)
-    raw.close()
-    return f
+    name = f"ppo/raw_env_ceiling/{n}envs"
+    return Contender(name, "env steps/s", timed(run_raw), {"num_envs": n}), raw.close
 
 
-def _peer_figures(
-    n: int, device: torch.device, iters: int, repeats: int, notes: list[str]
-) -> list[tuple[str, str, Figure]]:
-    """(row label, peer key, figure) for SB3 and RLlib, each skipped with a note when it
-    cannot run (RLlib off the CPU: its learner runs on the CPU here, not comparable)."""
+def _peer_contenders(
+    n: int, device: torch.device, iters: int, notes: list[str]
+) -> list[tuple[str, str, _Built]]:
+    """(row label, peer key, contender) for SB3 and RLlib, each skipped with a note when
+    it cannot run (RLlib off the CPU: its learner runs on the CPU here, not comparable)."""
     out = []
     try:
-        out.append(("SB3 PPO (fp32)", "sb3", _sb3_figure(n, device, iters, repeats)))
+        out.append(("SB3 PPO (fp32)", "sb3", _sb3_contender(n, device, iters)))
     except PeerUnavailable as exc:
         notes.append(f"Stable-Baselines3 skipped: {exc}")
     try:
         if device.type != "cpu":
             raise PeerUnavailable(f"RLlib's figure is CPU-only in this bench (device {device})")
-        out.append(("RLlib PPO (fp32)", "rllib", _rllib_figure(n, iters, repeats)))
+        out.append(("RLlib PPO (fp32)", "rllib", _rllib_contender(n, iters)))
     except PeerUnavailable as exc:
         notes.append(f"RLlib skipped: {exc}")
     return out
 
 
-def _row(who: str, n: int, f: Figure, base: Figure) -> tuple[str, ...]:
-    return (who, str(n), f"{f.median:,.0f}", f"{f.median / base.median:.2f}")
+def _measure_count(
+    n: int,
+    device: torch.device,
+    iters: int,
+    repeats: int,
+    precisions: tuple[str, ...],
+    peers: bool,
+    notes: list[str],
+) -> tuple[list[Figure], list[tuple[str, ...]]]:
+    """Every contender for ``n`` envs, interleaved; their figures and table rows."""
+    built: list[tuple[str, str, _Built]] = []
+    try:
+        for precision in distinct_precisions(precisions, device):
+            built.append(("rlamd", "", _rlamd_contender(n, precision, device, iters)))
+        built += _peer_contenders(n, device, iters, notes) if peers else []
+        built.append(("raw AtariVectorEnv (no learning)", "raw", _raw_contender(n)))
+        figures = interleave([c for _, _, (c, _) in built], repeats=repeats)
+    finally:
+        for _, _, (_, close) in built:
+            close()
+    base, rows = figures[0], []
+    for (who, peer, _), f in zip(built, figures, strict=True):
+        r = ratio(f, base)
+        if peer in ("sb3", "rllib"):
+            note_ratio(base, f"ratio_to_{peer}", ratio(base, f))
+        label = f"rlamd ({f.meta['precision']})" if who == "rlamd" else who
+        rows.append((label, str(n), f"{f.median:,.0f}", r.cell()))
+    return figures, rows
 
 
 def run_ppo_suite(
@@ -207,30 +233,22 @@ def run_ppo_suite(
     rows: list[tuple[str, ...]] = []
     notes = [] if notes is None else notes
     for n in env_counts:
-        base = None
-        for precision in precisions:
-            f = _rlamd_figure(n, precision, device, iters, repeats)
-            figures.append(f)
-            base = base or f
-            rows.append(_row(f"rlamd ({f.meta['precision']})", n, f, base))
-        assert base is not None
-        for who, peer, f in _peer_figures(n, device, iters, repeats, notes) if peers else []:
-            figures.append(f)
-            base.meta[f"ratio_to_{peer}"] = base.median / f.median
-            rows.append(_row(who, n, f, base))
-        f = _raw_figure(n, repeats)
-        figures.append(f)
-        rows.append(_row("raw AtariVectorEnv (no learning)", n, f, base))
+        got, got_rows = _measure_count(n, device, iters, repeats, precisions, peers, notes)
+        figures += got
+        rows += got_rows
     print(
         f"\nppo on {device}: Breakout, 128 steps x envs per rollout, 4 epochs x 4 minibatches "
-        f"(median of {repeats} x {iters} rollouts; ratio = steps/s / rlamd {precisions[0]}'s)"
+        f"(median of {repeats} interleaved rounds x {iters} rollouts; ratio = steps/s / rlamd "
+        f"{precisions[0]}'s, median per round (min-max))"
     )
     print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
     for f in figures:
         for peer, name in (("sb3", "SB3"), ("rllib", "RLlib")):
             if f"ratio_to_{peer}" in f.meta:
+                lo, hi = f.meta[f"ratio_to_{peer}_range"]
                 print(
                     f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: "
-                    f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s"
+                    f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s "
+                    f"(rounds {lo:.2f}-{hi:.2f})"
                 )
     return figures

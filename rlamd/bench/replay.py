@@ -1,6 +1,6 @@
 """Prioritized replay: microseconds per (sample 256 + update their priorities) at 2**20.
 
-Compared in one run: rlamd's sampler backends (numba kernels on the CPU; on a GPU the
+Compared in one run, interleaved (every contender once per round): rlamd's sampler backends (numba kernels on the CPU; on a GPU the
 Triton kernels, plain torch ops as the reference, and numba on this host's CPU for
 scale), rlamd's whole buffer (n-step windows and observations included), TorchRL's
 C++ ``PrioritizedSampler`` when it loads, and a numpy O(N) ``choice`` baseline. Also the
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .common import Figure, measure, print_table
+from .common import Contender, Figure, interleave, measure, note_ratio, print_table, ratio, timed
 from .peers import PeerUnavailable, torchrl_prioritized_sampler
 
 __all__ = ["run_replay_suite"]
@@ -44,9 +44,9 @@ class _Plan:
     """Timed repeats; figures are their medians."""
 
 
-def _sampler_figures(
+def _sampler_contenders(
     plan: _Plan, device: torch.device, g: torch.Generator, notes: list[str]
-) -> list[Figure]:
+) -> list[Contender]:
     """rlamd's sampler backends alone. (backend, device): the GPU figure sets Triton
     against the torch reference and against numba on this host's CPU; the first entry is
     the ratios' base."""
@@ -78,25 +78,24 @@ def _sampler_figures(
         gen = g if dev == device else torch.Generator(device=dev).manual_seed(1)
         where = "" if dev == device else f"_{dev.type}"
         figures.append(
-            measure(
+            Contender(
                 f"replay/rlamd_sampler_{backend}{where}",
                 "us per sample+update",
-                sampler_loop(s, dev, gen),
-                repeats=plan.repeats,
-                device=dev,
-                per="us",
-                capacity=plan.capacity,
-                batch=plan.batch,
-                backend=backend,
-                on=str(dev),
+                timed(sampler_loop(s, dev, gen), device=dev, per="us"),
+                {
+                    "capacity": plan.capacity,
+                    "batch": plan.batch,
+                    "backend": backend,
+                    "on": str(dev),
+                },
             )
         )
     return figures
 
 
-def _buffer_figure(
+def _buffer_contender(
     plan: _Plan, device: torch.device, g: torch.Generator, rng: np.random.Generator
-) -> Figure:
+) -> Contender:
     """The whole buffer: sampler + n-step window + observations (vector obs, n=3)."""
     from rlamd.replay import PrioritizedReplayBuffer
 
@@ -119,19 +118,15 @@ def _buffer_figure(
             )
         return plan.iters
 
-    return measure(
+    return Contender(
         "replay/rlamd_buffer",
         "us per sample+update",
-        buffer_loop,
-        repeats=plan.repeats,
-        device=device,
-        per="us",
-        capacity=capacity,
-        batch=batch,
+        timed(buffer_loop, device=device, per="us"),
+        {"capacity": capacity, "batch": batch},
     )
 
 
-def _torchrl_figure(plan: _Plan, peers: bool) -> Figure:
+def _torchrl_contender(plan: _Plan, peers: bool) -> Contender:
     """TorchRL's C++ sampler; raises :class:`PeerUnavailable` or ImportError when it
     cannot (or must not) run."""
     if not peers:
@@ -150,18 +145,15 @@ def _torchrl_figure(plan: _Plan, peers: bool) -> Figure:
             peer.update_priority(idx, torch.rand(plan.batch))
         return plan.iters
 
-    return measure(
+    return Contender(
         "replay/torchrl_sampler",
         "us per sample+update",
-        torchrl_loop,
-        repeats=plan.repeats,
-        per="us",
-        capacity=capacity,
-        batch=plan.batch,
+        timed(torchrl_loop, per="us"),
+        {"capacity": capacity, "batch": plan.batch},
     )
 
 
-def _numpy_figure(plan: _Plan) -> Figure:
+def _numpy_contender(plan: _Plan) -> Contender:
     """The O(N) baseline: ``numpy.random.Generator.choice`` over normalised priorities."""
     capacity, batch = plan.capacity, plan.batch
     pri = np.random.default_rng(2).uniform(0, 5, capacity) ** ALPHA
@@ -174,14 +166,11 @@ def _numpy_figure(plan: _Plan) -> Figure:
             pri[idx] = nrng.uniform(0, 5, batch) ** ALPHA
         return rounds
 
-    return measure(
+    return Contender(
         "replay/numpy_choice_O(N)",
         "us per sample+update",
-        numpy_loop,
-        repeats=plan.repeats,
-        per="us",
-        capacity=capacity,
-        batch=batch,
+        timed(numpy_loop, per="us"),
+        {"capacity": capacity, "batch": batch},
     )
 
 
@@ -242,13 +231,14 @@ def run_replay_suite(
     plan = _Plan(capacity, batch, iters, repeats)
     g = torch.Generator(device=device).manual_seed(1)
     rng = np.random.default_rng(0)  # the buffer's observations, then the Atari frames
-    figures = _sampler_figures(plan, device, g, notes)
-    figures.append(_buffer_figure(plan, device, g, rng))
+    contenders = _sampler_contenders(plan, device, g, notes)
+    contenders.append(_buffer_contender(plan, device, g, rng))
     try:
-        figures.append(_torchrl_figure(plan, peers))
+        contenders.append(_torchrl_contender(plan, peers))
     except (PeerUnavailable, ImportError) as exc:
         notes.append(f"TorchRL skipped: {exc}")
-    figures.append(_numpy_figure(plan))
+    contenders.append(_numpy_contender(plan))
+    figures = interleave(contenders, repeats=plan.repeats)
     figures.append(_add_figure(plan, device, rng))
     million = 1_000_000
     size = _bytes_figure(million)
@@ -257,12 +247,16 @@ def run_replay_suite(
     base = next(f for f in figures if f.name.startswith("replay/rlamd_sampler"))
     rows = []
     for f in figures:
-        ratio = f.median / base.median if "per sample+update" in f.unit else None
-        f.meta["ratio_to_rlamd"] = ratio
-        rows.append((f.name, f"{f.median:,.1f}", f.unit, "" if ratio is None else f"{ratio:.2f}x"))
+        r = ratio(f, base) if "per sample+update" in f.unit else None
+        if r is None:
+            f.meta["ratio_to_rlamd"] = None
+        else:
+            note_ratio(f, "ratio_to_rlamd", r)
+        rows.append((f.name, f"{f.median:,.1f}", f.unit, "" if r is None else r.text()))
     print(
         f"\nreplay on {device}: capacity {capacity:,}, batch {batch}, alpha {ALPHA}, beta {BETA} "
-        f"(median of {repeats}; ratio = time / {base.name}'s)"
+        f"(median of {repeats} interleaved rounds; ratio = time / {base.name}'s per round, "
+        "median (min-max))"
     )
     print_table(rows, ("figure", "median", "unit", "vs rlamd"))
     print(f"1M Atari transitions: {size.median * million / 1e9:.3f} GB on the device")
