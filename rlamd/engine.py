@@ -109,7 +109,12 @@ class LocalEngine:
         plan = plan_threads(train.threads, train.num_envs)
         apply_threads(plan)
         env = make_env(
-            train.env, num_envs=train.num_envs, atari=cfg.atari, threads=plan.env_threads
+            train.env,
+            num_envs=train.num_envs,
+            atari=cfg.atari,
+            threads=plan.env_threads,
+            module=train.env_module,
+            env_cfg=cfg.env,
         )
         # Fewer torch threads while other processes hold cores: OpenMP splits every op
         # evenly and waits for its slowest thread (docs/ARCHITECTURE.md, rule 7).

@@ -83,7 +83,7 @@ def new_run_dir(train: TrainConfig) -> Path:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = (
         train.run_name
-        or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{stamp}"
+        or f"{parse_env_id(train.env, train.env_module).slug}_{train.algo}_s{train.seed}_{stamp}"
     )
     run_dir = Path(train.logdir) / name
     if (run_dir / FILENAME).exists():
@@ -225,6 +225,8 @@ class _Run:
             device=device,
             seed=10_000 + self.step,
             atari=self.cfg.atari,
+            module=train.env_module,
+            env_cfg=self.cfg.env,
         )
         self.logger.evaluation(self.step, scores)
 

@@ -19,7 +19,7 @@ from rlamd.config import ConfigError, apply_overrides
 from rlamd.config.checks import ALE_SEED_LIMIT, RULES, check_device, check_run
 from rlamd.config.sections import RayConfig
 from rlamd.device import TorchQueries
-from rlamd.envs import AtariConfig
+from rlamd.envs import AtariConfig, EnvConfig
 from rlamd.train import TrainConfig
 
 ALL_RULES = {**RULES, **dqn_algo.CHECKS, **ppo_algo.CHECKS}
@@ -30,6 +30,7 @@ SECTION_CLASSES: dict[str, type] = {
     "dqn": DQNConfig,
     "ppo": PPOConfig,
     "atari": AtariConfig,
+    "env": EnvConfig,
     "ray": RayConfig,
 }
 ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
@@ -128,6 +129,12 @@ CASES = {
     ],
     "ray_workers_per_learner": [
         ({"ray": {**RAY, "num_learners": "3"}}, "ray.num_rollout_workers=2 (every learner needs"),
+    ],
+    "discrete_actions": [
+        (
+            {"train": {"env": "Pendulum-v1"}},
+            "train.algo='dqn' (Pendulum-v1 has continuous actions",
+        ),
     ],
     "batch_splits_over_learners": [
         (
