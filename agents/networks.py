@@ -46,6 +46,8 @@ def fp32_head(layer: nn.Module, h: torch.Tensor) -> torch.Tensor:
     turn PPO's probability ratios into noise against a 0.1 clip range, and to blur
     argmax decisions. The heads are tiny, so full precision costs nothing measurable.
     """
+    if not torch.is_autocast_enabled(h.device.type):
+        return layer(h.float())  # fp32 already: no region to leave (a per-call cost)
     with torch.autocast(h.device.type, enabled=False):
         return layer(h.float())
 

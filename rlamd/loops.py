@@ -178,8 +178,10 @@ class OffPolicyLoop:
 class OnPolicyLoop:
     """Collector -> device rollout -> PPO update, ``num_steps`` vector steps per iteration.
 
-    Per env step there is one host round trip (actions out; rewards and flags back, in one
-    copy); observations, actions, log-probabilities and values stay on the device. With
+    Per env step there is one host round trip (observations in, actions out);
+    observations, actions, log-probabilities and values stay on the device, and the
+    rewards and episode flags gather on the host and go to the device in one copy per
+    rollout (through pinned memory on a GPU). With
     ``cfg.norm_reward`` the rewards are scaled on the host as they arrive
     (:class:`rlamd.agents.normalize.ReturnScaler`), and the scaler is part of the loop's
     checkpointed state.
@@ -202,6 +204,9 @@ class OnPolicyLoop:
             action_size=actions.size if actions.continuous else None,
         )
         self._discrete = not actions.continuous
+        # rewards, terminations, episode ends of the rollout, filled on the host
+        flags = torch.zeros((3, cfg.num_steps, collector.num_envs))
+        self._flags = flags.pin_memory() if collector.device.type == "cuda" else flags
         self.scaler = (
             ReturnScaler(collector.num_envs, cfg.gamma, cfg.norm_clip) if cfg.norm_reward else None
         )
@@ -254,6 +259,7 @@ class OnPolicyLoop:
         device = col.device
         agent.set_progress(self.step / self.total_steps)
         ro.bootstrap.zero_()
+        flags = self._flags.numpy()
         steps: list[Step] = []
         for t in range(ro.num_steps):
             out: dict[str, torch.Tensor] = {}
@@ -275,15 +281,14 @@ class OnPolicyLoop:
                 ro.logprobs[t, rows] = agent.logprob(out["obs"][rows], executed)
             ro.values[t] = out["value"]
             ended = s.terminated | s.done
-            reward = s.reward if self.scaler is None else self.scaler(s.reward, ended)
-            flags = np.stack([reward, s.terminated, ended]).astype(np.float32)
-            ro.rewards[t], ro.terminated[t], ro.ended[t] = torch.from_numpy(flags).to(
-                device, non_blocking=True
-            )
+            flags[0, t] = s.reward if self.scaler is None else self.scaler(s.reward, ended)
+            flags[1, t], flags[2, t] = s.terminated, ended
             cut = np.flatnonzero(s.truncated & ~s.terminated)
             if cut.size:  # rare: bootstrap truncated episodes from their last observation
                 final = torch.from_numpy(np.ascontiguousarray(s.final_obs[cut])).to(device)
                 ro.bootstrap[t, torch.from_numpy(cut).to(device)] = agent.value(final)
             steps.append(s)
             self.step += col.num_envs
+        for dest, src in zip((ro.rewards, ro.terminated, ro.ended), self._flags, strict=True):
+            dest.copy_(src, non_blocking=True)
         return steps

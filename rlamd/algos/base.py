@@ -181,7 +181,10 @@ def build_learner(
     will capture the agent's steps, which the algorithm then wraps with
     :func:`rlamd.graphs.capture_methods`.
     """
-    mode = resolve_precision(cfg.train.precision, device, describe_device(device).bf16)
+    shape, dtype, _ = obs_info(env)
+    mlp_only = not (dtype == torch.uint8 and len(shape) == 3)  # vectors: no CNN
+    bf16 = describe_device(device).bf16
+    mode = resolve_precision(cfg.train.precision, device, bf16, mlp_only=mlp_only)
     precision = Precision(
         mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
     )
