@@ -12,7 +12,15 @@ from dataclasses import replace
 
 from .atari import AtariConfig, make_atari
 from .classic import make_classic
-from .generic import EnvConfig, EnvProbe, env_family, make_generic, probe_env, render_problem
+from .generic import (
+    EnvConfig,
+    EnvProbe,
+    env_family,
+    env_notes,
+    make_generic,
+    probe_env,
+    render_problem,
+)
 from .registry import EnvId, atari_games, import_env_modules, parse_env_id, register_factory
 from .spaces import ActionInfo, ObsTransform, UnsupportedSpace
 from .vector import Step, VecEnv
@@ -29,6 +37,7 @@ __all__ = [
     "VecEnv",
     "atari_games",
     "env_family",
+    "env_notes",
     "import_env_modules",
     "make_atari",
     "make_classic",

@@ -32,6 +32,7 @@ __all__ = [
     "EnvConfig",
     "EnvProbe",
     "env_family",
+    "env_notes",
     "make_generic",
     "probe_env",
     "render_problem",
@@ -236,6 +237,13 @@ def _checked(env: gym.Env, caught: list) -> tuple[str, ...]:
             raise _unmade(str(env.spec.id if env.spec else env), exc) from None
     notes += [str(w.message) for w in seen]
     return tuple(dict.fromkeys(f"gymnasium's env checker: {n.splitlines()[0]}" for n in notes))
+
+
+def env_notes(name: str, module: str | None = None) -> tuple[str, ...]:
+    """What gymnasium's env checker said of env ``name`` (nothing for Atari)."""
+    if parse_env_id(name, module).family == "atari":
+        return ()
+    return probe_env(name, module).notes
 
 
 def env_family(name: str, module: str | None = None) -> str:
