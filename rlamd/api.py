@@ -77,7 +77,15 @@ class Run:
 
 
 def _env_name(env: EnvLike) -> str:
-    return env if isinstance(env, str) else register_factory(env)
+    if isinstance(env, str):
+        return env
+    if not callable(env):
+        raise ConfigError(
+            f"env={type(env).__name__} object; accepted: an env id (e.g. 'Pendulum-v1') or a "
+            "callable returning a gymnasium.Env (e.g. lambda: gym.make(...)): every env of the "
+            "run is made by it"
+        )
+    return register_factory(env)
 
 
 def _layers(settings: Mapping[str, Any] | None, train: dict[str, Any]) -> dict[str, dict]:
@@ -236,8 +244,11 @@ def load(
         find_checkpoint(run, logdir), advice="load another checkpoint or train a new one"
     )
     saved = state["config"]
+    # the precision that suits this device (a GPU run's fp16 cannot act on a CPU)
+    train = {**saved["train"], "precision": "auto"}
     if env is not None:
-        saved = {**saved, "train": {**saved["train"], "env": _env_name(env)}}
+        train["env"] = _env_name(env)
+    saved = {**saved, "train": train}
     try:
         cfg = RunConfig.from_dict(saved)
     except ConfigError as exc:

@@ -106,3 +106,9 @@ def test_a_lambda_env_loads_elsewhere_only_when_given_again(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert "pass it: rlamd.load(run, env=...)" in lines[0], out.stderr
     assert lines[1] in ("-1", "0", "1")
+
+
+def test_fit_refuses_an_env_instance_in_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"env=TimeLimit object; accepted: an env id"):
+        rlamd.fit(gym.wrappers.TimeLimit(ce.Corridor(), 10), logdir=tmp_path)
+    assert not any(tmp_path.iterdir())

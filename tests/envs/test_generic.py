@@ -171,3 +171,29 @@ def test_frame_recorder_keeps_whole_episodes_of_env_zero():
     assert len(episodes) == 2 and all(len(e) == 51 for e in episodes)  # reset + 50 steps
     assert episodes[0][0].shape == (48, 64, 3)
     env.close()
+
+
+def test_a_replay_rebuilds_stacked_gray_frames_of_a_generic_env():
+    """One-channel frames stacked by the env are stored once each by DQN's replay and
+    rebuilt at sample time: every sampled observation is one the env returned."""
+    import torch
+
+    from rlamd.agents.dqn import DQNConfig
+    from rlamd.algos.dqn_replay import build_replay
+
+    cfg = EnvConfig(grayscale=True, resize=36, frame_stack=3)
+    env = make_env(ce.IMAGE_ID, num_envs=2, seed=0, module=MODULE, env_cfg=cfg)
+    replay = build_replay(DQNConfig(buffer_size=400, n_step=1), env, torch.device("cpu"), 0)
+    assert replay.storage.frame_stack == 3
+    seen, obs = set(), env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(150):
+        seen.update(o.tobytes() for o in obs)
+        s = env.step(rng.integers(0, 2, 2))
+        replay.add(obs, s.actions, s.reward, s.terminated, s.done, s.final_obs)
+        seen.update(o.tobytes() for o in s.final_obs)
+        obs = s.obs
+    batch = replay.sample(64, beta=0.4)
+    for o in torch.cat([batch.obs, batch.next_obs]).numpy():
+        assert o.tobytes() in seen
+    env.close()
