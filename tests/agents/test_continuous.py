@@ -122,3 +122,33 @@ def test_return_scaler_divides_by_the_std_of_discounted_returns():
     restored = ReturnScaler(2, gamma=0.9)
     restored.load_state_dict(scaler.state_dict())
     np.testing.assert_array_equal(restored(r, ended), scaler(r, ended))
+
+
+@pytest.mark.parametrize("captured", [False, True])
+def test_continuous_learn_through_the_capture_wrapper_equals_eager(captured):
+    """The Gaussian policy's minibatch steps on the capture wrapper's static buffers (the
+    path a GPU replays) give the same parameters and actions as plain calls."""
+    from rlamd.algos.ppo import capture_ppo
+
+    new = capture_ppo(_agent(num_minibatches=4, update_epochs=2), "auto")
+    if captured:
+        new.minibatch_step.capture = new.act.capture = True
+    old = _agent(num_minibatches=4, update_epochs=2)
+    ro = Rollout(8, 4, (3,), torch.float32, CPU, action_size=2)
+    ro.obs.normal_(generator=torch.Generator().manual_seed(5))
+    a, lp, v = old.act(ro.obs.reshape(-1, 3))
+    new.generator.set_state(old.generator.get_state())
+    ro.actions.copy_(a.view(8, 4, 2))
+    ro.logprobs.copy_(lp.view(8, 4))
+    ro.values.copy_(v.view(8, 4))
+    ro.rewards.copy_(ro.actions[..., 1])
+    rows = new.flatten(ro, torch.zeros(4))
+    new.learn(rows)
+    for _epoch in range(2):
+        perm = torch.randperm(32, generator=old.generator)
+        for start in range(0, 32, 8):
+            old.minibatch_step(rows, perm[start : start + 8])
+    for p, q in zip(new.params, old.params, strict=True):
+        assert torch.equal(p, q)
+    obs = torch.randn(6, 3)
+    assert all(torch.equal(x, y) for x, y in zip(new.act(obs), old.act(obs), strict=True))
