@@ -68,14 +68,14 @@ class EnvConfig:
             )
 
 
-def _make_raw(game: str, render: bool, checker: bool = False) -> gym.Env:
-    """One env as its maker builds it: ``gym.make`` for ids, the factory's call otherwise
-    (given ``render_mode="rgb_array"`` when asked for and its signature takes it), with
-    gymnasium's passive env checker around it when ``checker``."""
+def _make_raw(game: str, render: bool) -> gym.Env:
+    """One env as its maker builds it: ``gym.make`` for ids (without the env checker,
+    which :func:`probe_env` runs once), the factory's call otherwise (given
+    ``render_mode="rgb_array"`` when asked for and its signature takes it)."""
     mode = {"render_mode": "rgb_array"} if render else {}
     factory = resolve_factory(game) if ":" in game else None
     if factory is None:
-        return gym.make(game, disable_env_checker=not checker, **mode)
+        return gym.make(game, disable_env_checker=True, **mode)
     if render:
         try:
             params = inspect.signature(factory).parameters
@@ -90,7 +90,7 @@ def _make_raw(game: str, render: bool, checker: bool = False) -> gym.Env:
             f"the factory {game} returned {type(env).__name__}; accepted: a callable returning "
             "a gymnasium.Env"
         )
-    return gym.wrappers.PassiveEnvChecker(env) if checker else env
+    return env
 
 
 def _build_one(
@@ -198,7 +198,7 @@ def probe_env(name: str, module: str | None = None) -> EnvProbe:
         obs_space, act_space = env.observation_space, env.action_space
         actions = action_info(act_space)
         ObsTransform(obs_space)  # refuses what the networks cannot take
-        notes = _checked(env, caught)
+        notes = _checked(name, env, caught)
     finally:
         env.close()
     return EnvProbe(obs_space, act_space, actions, is_image_space(obs_space), notes)
@@ -209,7 +209,7 @@ def _unmade(name: str, exc: Exception) -> ValueError:
     return ValueError(f"train.env={name!r} could not be made ({exc.__class__.__name__}: {first})")
 
 
-def _checked(env: gym.Env, caught: list) -> tuple[str, ...]:
+def _checked(name: str, env: gym.Env, caught: list) -> tuple[str, ...]:
     """gymnasium's passive checks on ``env`` (a reset and a step), as notes; then the same
     reset and step without them, which must work."""
     from gymnasium.utils import passive_env_checker as check
@@ -234,7 +234,7 @@ def _checked(env: gym.Env, caught: list) -> tuple[str, ...]:
             env.reset(seed=0)
             env.step(action)
         except Exception as exc:
-            raise _unmade(str(env.spec.id if env.spec else env), exc) from None
+            raise _unmade(name, exc) from None
     notes += [str(w.message) for w in seen]
     return tuple(dict.fromkeys(f"gymnasium's env checker: {n.splitlines()[0]}" for n in notes))
 
