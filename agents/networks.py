@@ -12,6 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .normalize import RunningNorm
+
 __all__ = [
     "MLP",
     "ActorCritic",
@@ -44,6 +46,8 @@ def fp32_head(layer: nn.Module, h: torch.Tensor) -> torch.Tensor:
     turn PPO's probability ratios into noise against a 0.1 clip range, and to blur
     argmax decisions. The heads are tiny, so full precision costs nothing measurable.
     """
+    if not torch.is_autocast_enabled(h.device.type):
+        return layer(h.float())  # fp32 already: no region to leave (a per-call cost)
     with torch.autocast(h.device.type, enabled=False):
         return layer(h.float())
 
@@ -155,16 +159,36 @@ def _orthogonal(layer: nn.Module, gain: float) -> None:
 
 
 class ActorCritic(nn.Module):
-    """Policy logits and a value, orthogonally initialised (Huang et al. 2022).
+    """Policy logits (or Gaussian means) and a value, orthogonally initialised (Huang et al. 2022).
 
     Pixels: one shared Nature CNN under both heads (Mnih et al. 2016's A3C layout, as
     in CleanRL's ppo_atari). Vectors: separate tanh MLPs for the actor and the critic
     (CleanRL's ppo; Andrychowicz et al. 2021 found tanh and separate networks better on
     such tasks).
+
+    Args:
+        obs_shape: one observation's shape.
+        num_actions: discrete actions (logits), or with ``continuous`` the length of the
+            flat action vector (Gaussian means).
+        hidden: MLP sizes for vector observations.
+        continuous: a Gaussian policy with a learned state-independent ``log_std``
+            (CleanRL ppo_continuous_action) instead of logits.
+        log_std_init: the initial ``log_std`` of every action dimension.
+        norm_obs: vector observations pass through a :class:`RunningNorm` (clipped to
+            ``+-norm_clip``) first; its statistics are buffers of this module.
+        norm_clip: the clip of the normalised observations.
     """
 
     def __init__(
-        self, obs_shape: tuple[int, ...], num_actions: int, hidden: tuple[int, ...] = (64, 64)
+        self,
+        obs_shape: tuple[int, ...],
+        num_actions: int,
+        hidden: tuple[int, ...] = (64, 64),
+        *,
+        continuous: bool = False,
+        log_std_init: float = 0.0,
+        norm_obs: bool = False,
+        norm_clip: float = 10.0,
     ) -> None:
         super().__init__()
         self.torso = make_torso(obs_shape, hidden, activation="tanh")
@@ -178,8 +202,16 @@ class ActorCritic(nn.Module):
         self.value = nn.Linear(self.torso.out_features, 1)
         _orthogonal(self.policy, 0.01)
         _orthogonal(self.value, 1.0)
+        self.log_std = (
+            nn.Parameter(torch.full((num_actions,), float(log_std_init))) if continuous else None
+        )
+        self.obs_norm = (
+            RunningNorm(obs_shape, norm_clip) if norm_obs and not is_image(obs_shape) else None
+        )
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.obs_norm is not None:
+            obs = self.obs_norm(obs)
         h = self.torso(obs)
         hv = h if self.critic_torso is None else self.critic_torso(obs)
         return fp32_head(self.policy, h), fp32_head(self.value, hv).squeeze(-1)

@@ -13,7 +13,10 @@ With ratio :math:`\\rho = \\pi_\\theta(a|s) / \\pi_{old}(a|s)` and normalised ad
         - c_e \\mathbb{E}[H(\\pi_\\theta(\\cdot|s))]
 
 GAE with episode ends inside the rollout, and the rollout storage itself, live in
-:mod:`rlamd.agents.rollout`; the actor-critic network in :mod:`rlamd.agents.networks`.
+:mod:`rlamd.agents.rollout`; the actor-critic network in :mod:`rlamd.agents.networks`;
+the policy distributions (categorical logits, or for ``Box`` actions a diagonal Gaussian
+with a learned state-independent log-std) in :mod:`rlamd.agents.distributions`; the
+optional observation normalisation in :mod:`rlamd.agents.normalize`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer, set_lr
 
+from .distributions import Categorical, DiagGaussian
 from .networks import ActorCritic
+from .normalize import RunningNorm
 from .rollout import PPORows, Rollout, compute_gae
 
 __all__ = ["PPO", "ActorCritic", "PPOConfig", "PPORows", "Rollout", "compute_gae"]
@@ -68,6 +73,16 @@ class PPOConfig:
     """Stop the epochs early when the approximate KL exceeds this (one host sync per epoch)."""
     hidden: tuple[int, ...] = (64, 64)
     """MLP sizes for vector observations (pixels use the Nature CNN)."""
+    norm_obs: bool = False
+    """Normalise vector observations by their running mean and std, clipped to +-norm_clip;
+    the statistics live in the network (checkpoints, evaluation, rlamd.load)."""
+    norm_reward: bool = False
+    """Divide rewards by the running std of a discounted return, clipped to +-norm_clip
+    (for learning only: scores stay real)."""
+    norm_clip: float = 10.0
+    """Clip of normalised observations and scaled rewards (CleanRL ppo_continuous_action: 10)."""
+    log_std_init: float = 0.0
+    """Continuous actions: the initial log standard deviation of the Gaussian policy."""
 
     def __post_init__(self) -> None:
         for name in ("num_steps", "num_minibatches", "update_epochs"):
@@ -76,7 +91,7 @@ class PPOConfig:
         for name in ("gamma", "gae_lambda"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
-        for name in ("lr", "clip_coef"):
+        for name in ("lr", "clip_coef", "norm_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
         if self.target_kl is not None and self.target_kl <= 0:
@@ -94,8 +109,12 @@ class PPO:
     outside (:func:`rlamd.graphs.capture_methods`), and the agent never knows.
 
     Args:
-        cfg, obs_shape, num_actions, device, precision, seed, compile, capturable: as for
+        cfg, obs_shape, device, precision, seed, compile, capturable: as for
             :class:`rlamd.agents.dqn.DQN`.
+        num_actions: discrete actions, or with ``continuous`` the length of the flat
+            action vector.
+        continuous: a Gaussian policy over float actions (:class:`DiagGaussian`) instead
+            of a categorical one.
     """
 
     def __init__(
@@ -109,9 +128,20 @@ class PPO:
         seed: int = 0,
         compile: bool = False,
         capturable: bool = False,
+        continuous: bool = False,
     ) -> None:
         self.cfg, self.device, self.precision = cfg, device, precision
-        self.net = ActorCritic(obs_shape, num_actions, cfg.hidden).to(device)
+        self.net = ActorCritic(
+            obs_shape,
+            num_actions,
+            cfg.hidden,
+            continuous=continuous,
+            log_std_init=cfg.log_std_init,
+            norm_obs=cfg.norm_obs,
+            norm_clip=cfg.norm_clip,
+        ).to(device)
+        self.dist = DiagGaussian(self.net.log_std) if continuous else Categorical()
+        """The policy's distribution over actions."""
         self.policy_net = self.net
         """The acting network (what Ray rollout actors copy)."""
         self._net_fn = torch.compile(self.net) if compile else self.net
@@ -133,23 +163,19 @@ class PPO:
     def act(
         self, obs: torch.Tensor, greedy: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Actions, their log-probabilities and the values, for a batch, on the device."""
+        """Actions, their log-probabilities and the values, for a batch, on the device
+        (``greedy``: the most likely action, the mean of a Gaussian)."""
         with self.precision.autocast():
-            logits, value = self._net_fn(obs)
-        if greedy:
-            action = logits.argmax(1)
-        else:  # Gumbel-max: a categorical draw with the agent's own generator
-            u = torch.rand(logits.shape, generator=self.generator, device=self.device)
-            action = (logits - torch.log(-torch.log(u.clamp_min(1e-20)))).argmax(1)
-        logprob = torch.log_softmax(logits, 1).gather(1, action[:, None]).squeeze(1)
+            head, value = self._net_fn(obs)
+        action, logprob = self.dist.sample(head, self.generator, greedy)
         return action, logprob, value
 
     @torch.no_grad()
     def logprob(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
         """log pi(a|s) of given actions (for actions the env overrode)."""
         with self.precision.autocast():
-            logits, _ = self._net_fn(obs)
-        return torch.log_softmax(logits, 1).gather(1, actions[:, None]).squeeze(1)
+            head, _ = self._net_fn(obs)
+        return self.dist.log_prob(head, actions)
 
     @torch.no_grad()
     def value(self, obs: torch.Tensor) -> torch.Tensor:
@@ -180,7 +206,7 @@ class PPO:
         B = ro.num_steps * ro.num_envs
         return PPORows(
             ro.obs.reshape(B, *ro.obs.shape[2:]),
-            ro.actions.reshape(B),
+            ro.actions.reshape(B, *ro.actions.shape[2:]),
             ro.logprobs.reshape(B),
             ro.values.reshape(B),
             adv.reshape(B),
@@ -219,6 +245,22 @@ class PPO:
         explained = torch.where(var_y > 0, 1 - (ret - old_v).var() / var_y, torch.zeros_like(var_y))
         self._stats[7] += explained
         self._stats[8] += 1
+        if self.net.obs_norm is not None:
+            self._observe(rows.obs)
+
+    @torch.no_grad()
+    def _observe(self, obs: torch.Tensor) -> None:
+        """Merge the observations learned on into the running statistics (after the
+        update, so a rollout is acted on and learned from with the same ones). With
+        several learners, each holding an equal share of the rows, the moments are
+        averaged over all of them, so every learner keeps the same statistics."""
+        mean, var = RunningNorm.moments(obs)
+        n = obs.shape[0]
+        if self.sync is not None:
+            mean, square = self.sync.mean(torch.stack([mean, var + mean.square()]))
+            var = (square - mean.square()).clamp_min(0)
+            n *= self.sync.world_size
+        self.net.obs_norm.update(mean, var, n)
 
     def _normalise(self, adv: torch.Tensor) -> torch.Tensor:
         """Advantages scaled to mean 0 and (unbiased) std 1 over the whole minibatch,
@@ -236,12 +278,8 @@ class PPO:
         obs, actions, old_lp, old_v, adv, ret = (c.index_select(0, idx) for c in rows)
         cfg = self.cfg
         with self.precision.autocast():
-            logits, value = self._net_fn(obs)
-        logp_all = torch.log_softmax(logits.float(), 1)
-        new_lp = logp_all.gather(1, actions[:, None]).squeeze(1)
-        # Entropy from log-probabilities directly: torch.distributions validates its
-        # arguments with a host-synchronising check on every call.
-        entropy = -(logp_all.exp() * logp_all).sum(1).mean()
+            head, value = self._net_fn(obs)
+        new_lp, entropy = self.dist.log_prob_entropy(head, actions)
         log_ratio = new_lp - old_lp
         ratio = log_ratio.exp()
         with torch.no_grad():

@@ -49,6 +49,7 @@ class PPORows(NamedTuple):
 
     obs: torch.Tensor
     actions: torch.Tensor
+    """``(B,)`` int64 discrete actions, or ``(B, k)`` float32 continuous ones (unclipped)."""
     logprobs: torch.Tensor
     """log pi_old(a|s) when acting."""
     values: torch.Tensor
@@ -65,7 +66,8 @@ class PPORows(NamedTuple):
 class Rollout:
     """Preallocated device storage for ``num_steps`` x ``num_envs`` transitions.
 
-    Observations stay in their env dtype (uint8 for Atari) until the network.
+    Observations stay in their env dtype (uint8 for Atari) until the network. Actions are
+    int64 indices, or with ``action_size`` float32 vectors of that length (continuous).
     """
 
     def __init__(
@@ -75,10 +77,14 @@ class Rollout:
         obs_shape: tuple[int, ...],
         obs_dtype: torch.dtype,
         device: torch.device,
+        action_size: int | None = None,
     ) -> None:
         T, N = num_steps, num_envs
         self.obs = torch.zeros((T, N, *obs_shape), dtype=obs_dtype, device=device)
-        self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
+        if action_size is None:
+            self.actions = torch.zeros((T, N), dtype=torch.long, device=device)
+        else:
+            self.actions = torch.zeros((T, N, action_size), device=device)
         self.logprobs = torch.zeros((T, N), device=device)
         self.values = torch.zeros((T, N), device=device)
         self.rewards = torch.zeros((T, N), device=device)

@@ -8,7 +8,13 @@ observation in ``info["final_obs"]``. :class:`VecEnv` adds what training needs:
 * ``terminated`` for learning may include a lost life (``episodic_life``), while the
   game itself goes on; ``done`` says the game really ended and was reset;
 * rewards are clipped to [-1, 1] for learning if asked, while the episode score
-  handed to the trainer stays the real, unclipped game score across all lives.
+  handed to the trainer stays the real, unclipped game score across all lives;
+* actions go from the agents' form to the env's: ``Discrete(n, start)`` gets ``start``
+  added; a ``Box`` gets the flat float vector clipped to its bounds and reshaped (the
+  unclipped vector is what ``Step.actions`` reports, for the log-probabilities).
+
+gymnasium's ``AsyncVectorEnv`` steps in :meth:`VecEnv.send` / :meth:`VecEnv.recv` as
+ale-py's C++ env does (``step_async`` / ``step_wait``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
+
+from .spaces import action_info
 
 __all__ = ["Step", "VecEnv"]
 
@@ -41,7 +49,8 @@ class Step(NamedTuple):
     episode_length: np.ndarray
     """int64 env steps of the episode that ended (rows where ``done``)."""
     actions: np.ndarray
-    """int64 actions executed: the ones given, except FIRE forced after a lost life."""
+    """int64 actions executed: the ones given, except FIRE forced after a lost life;
+    continuous actions: float32 ``(num_envs, k)`` as given, before clipping."""
 
     def finished(self) -> list[tuple[float, int]]:
         """``(score, length)`` of every episode that ended in this step."""
@@ -62,9 +71,28 @@ class VecEnv:
         episodic_life: bool = False,
         fire_action: int | None = None,
         name: str = "",
+        frame_stack: int | None = None,
+        recorder: Any = None,
     ) -> None:
         self.env = env
         self.name = name
+        space = env.single_observation_space
+        image = str(space.dtype) == "uint8" and len(space.shape) == 3
+        self.frame_stack = frame_stack or (int(space.shape[0]) if image else 1)
+        """Frames in one observation that a replay may store apart (the leading axis of
+        uint8 images: one channel each)."""
+        self.recorder = recorder
+        """Env 0's :class:`rlamd.envs.wrappers.FrameRecorder` when made to render, else None."""
+        self.actions = action_info(env.single_action_space)
+        """The action space as the agents see it (:class:`rlamd.envs.spaces.ActionInfo`)."""
+        # How a step starts and ends: ale-py's send/recv, gymnasium's step_async/step_wait
+        # (AsyncVectorEnv), or one step() in recv (SyncVectorEnv).
+        if hasattr(env, "send") and hasattr(env, "recv"):
+            self._start, self._finish = env.send, env.recv
+        elif hasattr(env, "step_async"):
+            self._start, self._finish = env.step_async, env.step_wait
+        else:
+            self._start, self._finish = None, None
         self.num_envs = env.num_envs
         self.single_observation_space = env.single_observation_space
         self.single_action_space = env.single_action_space
@@ -79,13 +107,22 @@ class VecEnv:
         self.fire_action = fire_action if episodic_life else None
         self._fire_next = np.zeros(self.num_envs, dtype=bool)
         self._sent = np.zeros(self.num_envs, dtype=np.int64)
+        self._to_env: np.ndarray = self._sent
 
     @property
     def num_actions(self) -> int:
-        space = self.single_action_space
-        if not isinstance(space, gym.spaces.Discrete):
-            raise TypeError(f"rlamd's agents need a discrete action space, got {space}")
-        return int(space.n)
+        """Discrete actions (what DQN chooses from)."""
+        if self.actions.continuous:
+            raise TypeError(
+                f"{self.name or 'this env'} has continuous actions {self.single_action_space}; "
+                "accepted here: a Discrete action space (train it with --algo ppo)"
+            )
+        return self.actions.n
+
+    @property
+    def continuous(self) -> bool:
+        """``Box`` actions (PPO's Gaussian policy)."""
+        return self.actions.continuous
 
     def reset(self, seed: int | None = None) -> np.ndarray:
         obs, info = self.env.reset(seed=seed)
@@ -102,9 +139,10 @@ class VecEnv:
 
     @property
     def can_overlap(self) -> bool:
-        """Whether :meth:`send` returns before the envs have stepped (ale-py's C++ threads
-        step them while the caller works; gymnasium backends step in :meth:`recv`)."""
-        return hasattr(self.env, "send") and hasattr(self.env, "recv")
+        """Whether :meth:`send` returns before the envs have stepped (ale-py's C++ threads,
+        gymnasium's AsyncVectorEnv processes step them while the caller works; the
+        in-process backends step in :meth:`recv`)."""
+        return self._start is not None
 
     def step(self, actions: np.ndarray) -> Step:
         """Step every env with ``actions`` (``send`` then ``recv``)."""
@@ -113,20 +151,28 @@ class VecEnv:
 
     def send(self, actions: np.ndarray) -> None:
         """Start a step; :meth:`recv` finishes it. Nothing else may touch the env between."""
-        actions = np.asarray(actions, dtype=np.int64)
-        if self.fire_action is not None and self._fire_next.any():
-            actions = np.where(self._fire_next, self.fire_action, actions)
-        self._sent = actions
-        if self.can_overlap:
-            self.env.send(actions)
+        info = self.actions
+        if info.continuous:
+            actions = np.asarray(actions, dtype=np.float32).reshape(self.num_envs, -1)
+            self._sent = actions
+            clipped = np.clip(actions, info.low, info.high).astype(info.dtype, copy=False)
+            self._to_env = clipped.reshape(self.num_envs, *info.shape)
+        else:
+            actions = np.asarray(actions, dtype=np.int64)
+            if self.fire_action is not None and self._fire_next.any():
+                actions = np.where(self._fire_next, self.fire_action, actions)
+            self._sent = actions
+            self._to_env = actions + info.start if info.start else actions
+        if self._start is not None:
+            self._start(self._to_env)
 
     def recv(self) -> Step:
         """The result of the step :meth:`send` started."""
         actions = self._sent
-        if self.can_overlap:
-            obs, reward, terminated, truncated, info = self.env.recv()
+        if self._finish is not None:
+            obs, reward, terminated, truncated, info = self._finish()
         else:
-            obs, reward, terminated, truncated, info = self.env.step(actions)
+            obs, reward, terminated, truncated, info = self.env.step(self._to_env)
         reward = np.asarray(reward, dtype=np.float64)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)

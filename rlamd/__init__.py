@@ -22,4 +22,25 @@ if _os.path.isfile(_os.path.join(_root, "pyproject.toml")) and _os.path.isfile(
 
 __version__ = "0.1.0"
 
-__all__ = ["DeviceError", "DeviceInfo", "__version__", "describe_device", "resolve_device"]
+__all__ = [
+    "DeviceError",
+    "DeviceInfo",
+    "__version__",
+    "describe_device",
+    "fit",
+    "load",
+    "resolve_device",
+]
+
+_API = ("fit", "load")
+
+
+def __getattr__(name: str):
+    """``rlamd.fit`` and ``rlamd.load`` (:mod:`rlamd.api`, the top layer), imported on
+    first use by name, so ``import rlamd`` loads none of the layers above this one
+    (docs/ARCHITECTURE.md, Layers)."""
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module("rlamd.api"), name)
+    raise AttributeError(f"module 'rlamd' has no attribute {name!r}")

@@ -21,7 +21,7 @@ from rlamd.algos.base import Policy
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
 from rlamd.device import describe_device, resolve_device
-from rlamd.envs import make_env
+from rlamd.envs import env_notes, make_env
 from rlamd.precision import configure_tf32
 from rlamd.threads import LoadWatch, apply_threads, plan_threads
 from rlamd.threads import describe as describe_threads
@@ -109,7 +109,12 @@ class LocalEngine:
         plan = plan_threads(train.threads, train.num_envs)
         apply_threads(plan)
         env = make_env(
-            train.env, num_envs=train.num_envs, atari=cfg.atari, threads=plan.env_threads
+            train.env,
+            num_envs=train.num_envs,
+            atari=cfg.atari,
+            threads=plan.env_threads,
+            module=train.env_module,
+            env_cfg=cfg.env,
         )
         # Fewer torch threads while other processes hold cores: OpenMP splits every op
         # evenly and waits for its slowest thread (docs/ARCHITECTURE.md, rule 7).
@@ -124,6 +129,7 @@ class LocalEngine:
             f"rlamd: {train.algo} on {train.env} x{train.num_envs}, {self.loop.describe()}\n"
             + describe_threads(plan)
             + (", adapted to other processes' load" if self._watch else "")
+            + "".join(f"\nrlamd: note: {n}" for n in env_notes(train.env, train.env_module))
         )
         self.about = ("device.json", json.dumps(self.info.to_dict(), indent=2))
 

@@ -2,7 +2,9 @@
 
 Evaluation plays whole games (no life loss as episode end, no reward clipping), with a
 small evaluation epsilon, and reports mean, std, min and max of the scores. ``--json``
-prints one machine-readable object; ``--video DIR`` writes one GIF per episode of env 0.
+prints one machine-readable object; ``--video DIR`` writes one GIF per episode of env 0
+(Atari from its frames, other envs from ``render()``; an env that cannot render is
+refused before anything is played).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
-from rlamd.envs import AtariConfig, make_env, parse_env_id
+from rlamd.envs import AtariConfig, EnvConfig, make_env, parse_env_id, render_problem
 from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 
@@ -41,47 +43,87 @@ def evaluate_policy(
     num_envs: int | None = None,
     video_dir: Path | None = None,
     max_steps: int = 2_000_000,
+    module: str | None = None,
+    env_cfg: EnvConfig | None = None,
 ) -> list[float]:
-    """Play ``episodes`` whole episodes with ``policy`` and return their real scores."""
-    is_atari = parse_env_id(env_name).family == "atari"
+    """Play ``episodes`` whole episodes with ``policy`` and return their real scores.
+
+    ``video_dir`` gets one GIF per episode of env 0 (as many as each env plays): Atari
+    from its frames, every other env from ``render()`` (check first with
+    :func:`rlamd.envs.render_problem`). ``module`` and ``env_cfg`` make the env as the run
+    did (``train.env_module``, the ``env`` section).
+    """
+    is_atari = parse_env_id(env_name, module).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
     n = num_envs or min(episodes, 8)
-    env = make_env(env_name, num_envs=n, atari=eval_atari)
+    render = video_dir is not None and not is_atari
+    env = make_env(
+        env_name, num_envs=n, atari=eval_atari, module=module, env_cfg=env_cfg, render=render
+    )
     collector = Collector(env, device, seed)
     scores: list[float] = []
     started = np.zeros(n, dtype=np.int64)  # episodes begun per env: keeps the mix unbiased
     quota = -(-episodes // n)
-    frames: list[np.ndarray] = []
-    gifs = 0
+    video = _Video(video_dir, env, quota) if video_dir is not None else None
     steps = 0
     try:
         while len(scores) < episodes and steps < max_steps:
             _, _, s = collector.step(policy)
             steps += n
-            if video_dir is not None and gifs < quota:
-                frames.append((s.final_obs if s.done[0] else s.obs)[0])
+            if video is not None:
+                video.step(s)
             for i in np.flatnonzero(s.done):
                 if started[i] < quota:
                     scores.append(float(s.episode_return[i]))
                 started[i] += 1
-                if i == 0 and video_dir is not None and frames:
-                    _write_gif(video_dir / f"episode_{gifs:03d}.gif", frames)
-                    frames, gifs = [], gifs + 1
     finally:
         collector.close()
     return scores[:episodes]
 
 
+class _Video:
+    """GIFs of env 0's first ``quota`` episodes: rendered frames where the env records
+    them (``VecEnv.recorder``), else the newest frame of each observation (Atari)."""
+
+    def __init__(self, folder: Path, env, quota: int) -> None:
+        self.folder, self.recorder, self.quota = folder, env.recorder, quota
+        self.frames: list[np.ndarray] = []
+        self.written = 0
+
+    def step(self, s) -> None:
+        if self.written >= self.quota:
+            return
+        if self.recorder is not None:
+            for frames in self.recorder.take():
+                self._write(frames)
+            return
+        self.frames.append((s.final_obs if s.done[0] else s.obs)[0])
+        if s.done[0]:
+            self._write(self.frames)
+            self.frames = []
+
+    def _write(self, frames: list[np.ndarray]) -> None:
+        if self.written < self.quota and frames:
+            _write_gif(self.folder / f"episode_{self.written:03d}.gif", frames)
+            self.written += 1
+
+
 def _write_gif(path: Path, frames: list[np.ndarray]) -> None:
+    """Frames to an animated GIF: ``(H, W, 3)`` RGB renders (scaled to at most 400 pixels
+    wide), or stacks / single gray frames (the newest, scaled 3x)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     images = []
     for f in frames:
-        img = f[-1] if f.ndim == 3 else f  # newest frame of a stack
-        if img.ndim != 2:  # vector observations: nothing to draw
-            return
-        images.append(
-            Image.fromarray(img).resize((img.shape[1] * 3, img.shape[0] * 3), Image.NEAREST)
-        )
+        if f.ndim == 3 and f.shape[-1] in (3, 4):
+            img = Image.fromarray(np.ascontiguousarray(f[..., :3]))
+            if img.width > 400:
+                img = img.resize((400, max(1, img.height * 400 // img.width)), Image.BILINEAR)
+        else:
+            gray = f[-1] if f.ndim == 3 else f  # newest frame of a stack
+            img = Image.fromarray(gray).resize(
+                (gray.shape[1] * 3, gray.shape[0] * 3), Image.NEAREST
+            )
+        images.append(img)
     images[0].save(path, save_all=True, append_images=images[1:], duration=33, loop=0)
 
 
@@ -128,6 +170,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     train = cfg.train
+    if args.video and parse_env_id(train.env, train.env_module).family != "atari":
+        problem = render_problem(train.env, train.env_module, cfg.env)
+        if problem is not None:
+            print(
+                f"error: --video {args.video}: {train.env} cannot draw frames: {problem}; "
+                "accepted: an env that renders with render_mode='rgb_array' (or leave out --video)",
+                file=sys.stderr,
+            )
+            return 2
     policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
     scores = evaluate_policy(
         policy,
@@ -137,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         atari=cfg.atari,
         video_dir=Path(args.video) if args.video else None,
+        module=train.env_module,
+        env_cfg=cfg.env,
     )
     result = {
         "checkpoint": str(path),

@@ -178,18 +178,37 @@ class OffPolicyLoop:
 class OnPolicyLoop:
     """Collector -> device rollout -> PPO update, ``num_steps`` vector steps per iteration.
 
-    Per env step there is one host round trip (actions out; rewards and flags back, in one
-    copy); observations, actions, log-probabilities and values stay on the device.
+    Per env step there is one host round trip (observations in, actions out);
+    observations, actions, log-probabilities and values stay on the device, and the
+    rewards and episode flags gather on the host and go to the device in one copy per
+    rollout (through pinned memory on a GPU). With
+    ``cfg.norm_reward`` the rewards are scaled on the host as they arrive
+    (:class:`rlamd.agents.normalize.ReturnScaler`), and the scaler is part of the loop's
+    checkpointed state.
     """
 
     def __init__(self, collector: Collector, agent, cfg, total_steps: int, step: int = 0) -> None:
+        from rlamd.agents.normalize import ReturnScaler
         from rlamd.agents.ppo import Rollout
 
         self.collector, self.agent, self.cfg = collector, agent, cfg
         self.total_steps, self.step = total_steps, step
         obs = torch.from_numpy(collector.obs[:1])
+        actions = collector.env.actions
         self.rollout = Rollout(
-            cfg.num_steps, collector.num_envs, tuple(obs.shape[1:]), obs.dtype, collector.device
+            cfg.num_steps,
+            collector.num_envs,
+            tuple(obs.shape[1:]),
+            obs.dtype,
+            collector.device,
+            action_size=actions.size if actions.continuous else None,
+        )
+        self._discrete = not actions.continuous
+        # rewards, terminations, episode ends of the rollout, filled on the host
+        flags = torch.zeros((3, cfg.num_steps, collector.num_envs))
+        self._flags = flags.pin_memory() if collector.device.type == "cuda" else flags
+        self.scaler = (
+            ReturnScaler(collector.num_envs, cfg.gamma, cfg.norm_clip) if cfg.norm_reward else None
         )
 
     def iterate(self) -> list[Step]:
@@ -227,9 +246,11 @@ class OnPolicyLoop:
         return self.agent.read_metrics()
 
     def state_dict(self, include_replay: bool) -> dict:
-        return {}
+        return {} if self.scaler is None else {"reward_scaler": self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict) -> list[str]:
+        if self.scaler is not None and "reward_scaler" in state:
+            self.scaler.load_state_dict(state["reward_scaler"])
         return []
 
     def collect(self) -> list[Step]:
@@ -238,6 +259,7 @@ class OnPolicyLoop:
         device = col.device
         agent.set_progress(self.step / self.total_steps)
         ro.bootstrap.zero_()
+        flags = self._flags.numpy()
         steps: list[Step] = []
         for t in range(ro.num_steps):
             out: dict[str, torch.Tensor] = {}
@@ -251,21 +273,22 @@ class OnPolicyLoop:
             ro.obs[t] = out["obs"]
             ro.actions[t] = out["action"]
             ro.logprobs[t] = out["logprob"]
-            forced = np.flatnonzero(chosen != s.actions)
-            if forced.size:  # FIRE forced after a lost life: learn from what was executed
+            forced = np.flatnonzero(chosen != s.actions) if self._discrete else ()
+            if len(forced):  # FIRE forced after a lost life: learn from what was executed
                 rows = torch.from_numpy(forced).to(device)
                 executed = torch.from_numpy(s.actions[forced]).to(device)
                 ro.actions[t, rows] = executed
                 ro.logprobs[t, rows] = agent.logprob(out["obs"][rows], executed)
             ro.values[t] = out["value"]
-            flags = np.stack([s.reward, s.terminated, s.terminated | s.done]).astype(np.float32)
-            ro.rewards[t], ro.terminated[t], ro.ended[t] = torch.from_numpy(flags).to(
-                device, non_blocking=True
-            )
+            ended = s.terminated | s.done
+            flags[0, t] = s.reward if self.scaler is None else self.scaler(s.reward, ended)
+            flags[1, t], flags[2, t] = s.terminated, ended
             cut = np.flatnonzero(s.truncated & ~s.terminated)
             if cut.size:  # rare: bootstrap truncated episodes from their last observation
                 final = torch.from_numpy(np.ascontiguousarray(s.final_obs[cut])).to(device)
                 ro.bootstrap[t, torch.from_numpy(cut).to(device)] = agent.value(final)
             steps.append(s)
             self.step += col.num_envs
+        for dest, src in zip((ro.rewards, ro.terminated, ro.ended), self._flags, strict=True):
+            dest.copy_(src, non_blocking=True)
         return steps

@@ -104,15 +104,18 @@ def run_name(train: TrainConfig) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return (
         train.run_name
-        or f"{parse_env_id(train.env).game.lower()}_{train.algo}_s{train.seed}_{stamp}"
+        or f"{parse_env_id(train.env, train.env_module).slug}_{train.algo}_s{train.seed}_{stamp}"
     )
 
 
-def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None = None) -> int:
+def run(
+    cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | RunFolder | None = None
+) -> int:
     """Train until ``train.steps`` or a stop signal; returns the exit status.
 
     A new run (``run_dir`` None) claims ``logdir/NAME``, or ``NAME-2``... where another
-    run has that name (:func:`rlamd.rundir.claim`); a resumed one holds ``run_dir``. The
+    run has that name (:func:`rlamd.rundir.claim`); a resumed one holds ``run_dir``; a
+    :class:`~rlamd.rundir.RunFolder` a caller claimed already (``rlamd.fit``) is used as it is. The
     folder is locked until this returns. A storage fault stops the run with one line on
     stderr (status 1), keeping the last good checkpoint; a second Ctrl-C aborts (130).
     With ``--ray``, a learner that dies (or rollout workers dying past their restart
@@ -125,7 +128,9 @@ def run(cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | None =
         ConfigError, CheckpointError: the engine refused the settings or the checkpoint.
     """
     torch.manual_seed(cfg.train.seed)
-    if run_dir is None:
+    if isinstance(run_dir, RunFolder):
+        folder = run_dir
+    elif run_dir is None:
         folder = claim(cfg.train.logdir, run_name(cfg.train))
     else:
         folder = hold(run_dir)
@@ -316,6 +321,8 @@ class _Run:
             device=device,
             seed=10_000 + self.step,
             atari=self.cfg.atari,
+            module=train.env_module,
+            env_cfg=self.cfg.env,
         )
         self.logger.evaluation(self.step, scores)
 

@@ -86,6 +86,9 @@ def test_resolve_precision():
     assert resolve_precision("auto", gpu, native_bf16=True) == "bf16"
     assert resolve_precision("auto", gpu, native_bf16=False) == "fp16"
     assert resolve_precision("fp32", gpu, native_bf16=True) == "fp32"
+    # no CNN: auto stays fp32 (tiny matmuls gain nothing, casts cost); explicit wins
+    assert resolve_precision("auto", gpu, native_bf16=True, mlp_only=True) == "fp32"
+    assert resolve_precision("bf16", cpu, native_bf16=True, mlp_only=True) == "bf16"
     with pytest.raises(ValueError, match="precision='fp8'; accepted: auto, fp32, bf16, fp16"):
         resolve_precision("fp8", cpu, True)
     with pytest.raises(ValueError, match="not supported on the CPU"):

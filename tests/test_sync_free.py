@@ -98,3 +98,29 @@ def test_ppo_minibatch_step_and_acting_read_nothing_back(monkeypatch):
         agent.learn(rows)  # every epoch and minibatch (no target_kl: no read per epoch)
         agent.act(ro.obs[0])
     assert any(not torch.equal(a, b) for a, b in zip(before, agent.params, strict=True))
+
+
+def test_continuous_ppo_with_normalised_observations_reads_nothing_back(monkeypatch):
+    """The Gaussian policy's steps and the observation statistics' update after learning."""
+    from rlamd.agents.ppo import PPO, PPOConfig, Rollout
+    from rlamd.algos.ppo import capture_ppo
+    from rlamd.precision import Precision
+
+    cfg = PPOConfig(num_steps=16, num_minibatches=4, norm_obs=True)
+    agent = PPO(cfg, (5,), 2, CPU, Precision("fp32", CPU), continuous=True)
+    agent = capture_ppo(agent, "auto")
+    agent.minibatch_step.capture = agent.act.capture = True  # the path a GPU captures
+    ro = Rollout(16, 4, (5,), torch.float32, CPU, action_size=2)
+    g = torch.Generator().manual_seed(0)
+    ro.obs.normal_(generator=g)
+    ro.rewards.normal_(generator=g)
+    ro.actions.normal_(generator=g)
+    agent.update(ro, torch.zeros(4))  # lazy state outside the check
+    before = [p.clone() for p in agent.params]
+    rows = agent.flatten(ro, torch.zeros(4))
+    with _no_host_reads(monkeypatch):
+        agent.learn(rows)
+        agent.act(ro.obs[0])
+        agent.act(ro.obs[0], True)
+    assert any(not torch.equal(a, b) for a, b in zip(before, agent.params, strict=True))
+    assert agent.net.obs_norm.count.item() == 128

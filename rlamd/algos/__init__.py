@@ -44,7 +44,13 @@ def build_agent(cfg, device, env=None, agent_state: dict | None = None, log=None
     """
     own = env is None
     if own:
-        env = make_env(cfg.train.env, num_envs=1, atari=cfg.atari)
+        env = make_env(
+            cfg.train.env,
+            num_envs=1,
+            atari=cfg.atari,
+            module=cfg.train.env_module,
+            env_cfg=cfg.env,
+        )
     try:
         agent = get_algorithm(cfg.train.algo).build_agent(cfg, device, env, log)
     finally:

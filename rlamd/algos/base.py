@@ -134,8 +134,16 @@ class Algorithm(Protocol):
         """The agent on ``device``; ``log`` hears why a graph capture failed, once."""
         ...
 
-    def policy(self, agent: Any, cfg: RunConfig, epsilon: float | None = None) -> Policy:
-        """An evaluation policy (``epsilon`` None: the configured evaluation epsilon)."""
+    def policy(
+        self,
+        agent: Any,
+        cfg: RunConfig,
+        epsilon: float | None = None,
+        deterministic: bool | None = None,
+    ) -> Policy:
+        """An evaluation policy (``epsilon`` None: the configured evaluation epsilon;
+        ``deterministic`` True: no exploration at all, False: the agent's exploring
+        policy, None: what evaluations use)."""
         ...
 
     def local_loop(
@@ -156,20 +164,30 @@ def obs_info(env: VecEnv) -> tuple[tuple[int, ...], torch.dtype, int]:
     space = env.single_observation_space
     shape = tuple(space.shape)
     dtype = torch.uint8 if str(space.dtype) == "uint8" else torch.float32
-    stack = shape[0] if dtype == torch.uint8 and len(shape) == 3 else 1
-    return shape, dtype, stack
+    return shape, dtype, env.frame_stack
 
 
 def build_learner(
-    kind: type, settings: Any, cfg: RunConfig, device: torch.device, env: VecEnv
+    kind: type,
+    settings: Any,
+    cfg: RunConfig,
+    device: torch.device,
+    env: VecEnv,
+    num_actions: int | None = None,
+    **extra: Any,
 ) -> Any:
     """``kind(settings, obs_shape, num_actions, device, precision, ...)`` for the run: the
     agents (DQN, PPO) take the same injected pieces (docs/ARCHITECTURE.md, Layers).
 
-    The optimizer is made capturable when ``--graph`` will capture the agent's steps,
-    which the algorithm then wraps with :func:`rlamd.graphs.capture_methods`.
+    ``num_actions`` defaults to the env's discrete actions; ``extra`` goes to ``kind`` as
+    keywords (PPO: ``continuous``). The optimizer is made capturable when ``--graph``
+    will capture the agent's steps, which the algorithm then wraps with
+    :func:`rlamd.graphs.capture_methods`.
     """
-    mode = resolve_precision(cfg.train.precision, device, describe_device(device).bf16)
+    shape, dtype, _ = obs_info(env)
+    mlp_only = not (dtype == torch.uint8 and len(shape) == 3)  # vectors: no CNN
+    bf16 = describe_device(device).bf16
+    mode = resolve_precision(cfg.train.precision, device, bf16, mlp_only=mlp_only)
     precision = Precision(
         mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
     )
@@ -177,10 +195,11 @@ def build_learner(
     return kind(
         settings,
         obs_info(env)[0],
-        env.num_actions,
+        env.num_actions if num_actions is None else num_actions,
         device,
         precision,
         seed=train.seed,
         compile=train.compile,
         capturable=graphs_enabled(train.graph, device),
+        **extra,
     )

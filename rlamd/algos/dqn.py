@@ -17,6 +17,7 @@ from rlamd.agents.dqn import DQN
 from rlamd.config.errors import bad_setting
 from rlamd.config.layout import (
     envs_per_learner,
+    family,
     frame_stack,
     learners,
     split_over_learners,
@@ -90,7 +91,24 @@ def batch_splits_over_learners(cfg: Any) -> None:
     )
 
 
+def discrete_actions(cfg: Any) -> None:
+    """DQN: the env's actions are ``Discrete`` (Q-values rank a finite set of actions)."""
+    if family(cfg) != "continuous":
+        return
+    from rlamd.envs import probe_env
+
+    space = probe_env(cfg.train.env, cfg.train.env_module).action_space
+    raise bad_setting(
+        "train",
+        "algo",
+        cfg.train.algo,
+        "ppo (its Gaussian policy takes Box actions)",
+        why=f"{cfg.train.env} has continuous actions, {space}; DQN needs Discrete ones",
+    )
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
+    "discrete_actions": discrete_actions,
     "batch_splits_over_learners": batch_splits_over_learners,
     "replay_holds_a_batch": replay_holds_a_batch,
 }
@@ -99,7 +117,7 @@ CHECKS: dict[str, Callable[[Any], None]] = {
 
 def check_dqn(cfg: Any) -> None:
     """What DQN needs of a run's settings (``rlamd.config.checks.check_run`` calls it):
-    a replay whose every env gets enough records and that holds a (per-learner) batch,
+    discrete actions, a replay whose every env gets enough records and that holds a (per-learner) batch,
     and a batch that splits evenly over Ray learners.
 
     Raises:
@@ -167,8 +185,17 @@ class DQNAlgorithm:
         says so (eager elsewhere: the same functions)."""
         return capture_dqn(build_learner(DQN, cfg.dqn, cfg, device, env), cfg.train.graph, log)
 
-    def policy(self, agent: DQN, cfg: RunConfig, epsilon: float | None = None) -> Policy:
+    def policy(
+        self,
+        agent: DQN,
+        cfg: RunConfig,
+        epsilon: float | None = None,
+        deterministic: bool | None = None,
+    ) -> Policy:
+        """Epsilon-greedy with ``epsilon`` (default ``dqn.eval_epsilon``); greedy when
+        ``deterministic``."""
         eps = cfg.dqn.eval_epsilon if epsilon is None else epsilon
+        eps = 0.0 if deterministic else eps
         return lambda obs: agent.act(obs, eps)
 
     def local_loop(

@@ -182,18 +182,56 @@ class PPOAlgorithm:
             },
             "ppo": {"clip_coef": 0.2, "ent_coef": 0.0, "lr": 1e-3},
         },
+        # Box actions: CleanRL ppo_continuous_action's defaults (1M steps, 2048 steps per
+        # rollout, 32 minibatches, 10 epochs, lr 3e-4, clip 0.2, no entropy bonus,
+        # observations and rewards normalised and clipped to +-10), with 4 envs x 512
+        # steps instead of 1 x 2048 (the same rollout; one env leaves the CPU idle).
+        "continuous": {
+            "train": {
+                "steps": 1_000_000,
+                "num_envs": 4,
+                "eval_every": 100_000,
+                "checkpoint_every": 100_000,
+                "log_every": 10_000,
+                "eval_episodes": 10,
+            },
+            "ppo": {
+                "num_steps": 512,
+                "num_minibatches": 32,
+                "update_epochs": 10,
+                "lr": 3e-4,
+                "clip_coef": 0.2,
+                "ent_coef": 0.0,
+                "norm_obs": True,
+                "norm_reward": True,
+            },
+        },
     }
 
     def check(self, cfg: RunConfig) -> None:
         check_ppo(cfg)
 
     def build_agent(self, cfg: RunConfig, device: torch.device, env: VecEnv, log=None) -> PPO:
-        """The agent, its ``act`` and ``minibatch_step`` captured as graphs where
-        ``--graph`` says so (eager elsewhere: the same functions)."""
-        return capture_ppo(build_learner(PPO, cfg.ppo, cfg, device, env), cfg.train.graph, log)
+        """The agent (a Gaussian policy for ``Box`` actions), its ``act`` and
+        ``minibatch_step`` captured as graphs where ``--graph`` says so (eager elsewhere:
+        the same functions)."""
+        agent = build_learner(
+            PPO, cfg.ppo, cfg, device, env, env.actions.size, continuous=env.continuous
+        )
+        return capture_ppo(agent, cfg.train.graph, log)
 
-    def policy(self, agent: PPO, cfg: RunConfig, epsilon: float | None = None) -> Policy:
-        return lambda obs: agent.act(obs)[0]
+    def policy(
+        self,
+        agent: PPO,
+        cfg: RunConfig,
+        epsilon: float | None = None,
+        deterministic: bool | None = None,
+    ) -> Policy:
+        """``deterministic`` None (evaluations): discrete actions sampled from the policy,
+        continuous ones its mean (the deterministic policy RL Zoo's and SB3's evaluations
+        use for such tasks); True: the most likely action; False: sampled."""
+        greedy = agent.dist.continuous if deterministic is None else deterministic
+        return lambda obs: agent.act(obs, greedy)[0]
 
     def local_loop(
         self, cfg: RunConfig, collector: Collector, agent: PPO, start_step: int, log

@@ -5,9 +5,10 @@ table per suite, ``results.json`` (machine, versions, every figure with median, 
 and repeats, the load other processes put on the machine during each suite) and a PNG
 chart per suite. Warm-up runs are excluded; rlamd and its peers are timed in interleaved
 rounds (at least 3), figures are medians and ratios are per round, with their range.
-Suites: device, env, replay, learner, dqn, ppo, rollout (Ray actors), allreduce, contention
-(PPO and DQN beside a busy process). ``python -m rlamd.bench race ENV --target SCORE``
-races rlamd and its peers to a score instead (``race --help``).
+Suites: device, env, replay, learner, dqn, ppo, classic (PPO on CartPole against SB3),
+rollout (Ray actors), allreduce, contention (PPO and DQN beside a busy process).
+``python -m rlamd.bench race ENV --target SCORE`` races rlamd and its peers to a score
+instead (``race --help``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ from rlamd.device import DEVICE_HELP
 from .common import MIN_REPEATS, Figure, machine_info
 from .load import LoadMonitor, LoadReport
 
-SUITES = ("device", "env", "replay", "learner", "dqn", "ppo", "rollout", "allreduce", "contention")
+SUITES = (
+    "device",
+    "env",
+    "replay",
+    "learner",
+    "dqn",
+    "ppo",
+    "classic",
+    "rollout",
+    "allreduce",
+    "contention",
+)
 
 _SOURCE = "published figure quoted in the rlamd project brief (Atari iteration-speed table)"
 # Published figures shown beside the measured ones; never mixed with them.
@@ -203,6 +215,14 @@ def _ppo_suite(device: torch.device, quick: bool, peers: bool, notes: list[str])
     )
 
 
+def _classic_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
+    from .classic import run_classic_suite
+
+    return run_classic_suite(
+        iters=2 if quick else 4, repeats=3 if quick else 7, device=device, peers=peers, notes=notes
+    )
+
+
 def _allreduce_suite(device: torch.device, quick: bool, peers: bool, notes: list[str]):
     from .allreduce import run_allreduce_suite
 
@@ -233,6 +253,7 @@ _RUNNERS: dict[str, Callable[[torch.device, bool, bool, list[str]], list[Figure]
     "learner": _learner_suite,
     "dqn": _dqn_suite,
     "ppo": _ppo_suite,
+    "classic": _classic_suite,
     "rollout": _rollout_suite,
     "allreduce": _allreduce_suite,
     "contention": _contention_suite,

@@ -18,6 +18,7 @@ __all__ = ["RAY_FLAGS", "SWITCHES", "TRAIN_FLAGS", "settings_epilog"]
 
 TRAIN_FLAGS: dict[str, dict[str, Any]] = {
     "algo": {"choices": tuple(ALGORITHMS)},
+    "env_module": {"metavar": "MODULE"},
     "steps": {"type": int},
     "num_envs": {"type": int},
     "device": {},

@@ -48,7 +48,8 @@ def _preset(given: Layers) -> Layers:
             "--config FILE whose [train] table has env, or --resume RUN"
         )
     algo = get_algorithm(str(train.get("algo", TrainConfig.algo)))
-    family = apply_overrides(TrainConfig(), "train", {"env": train["env"]}).family
+    named = {k: train[k] for k in ("env", "env_module") if k in train}
+    family = apply_overrides(TrainConfig(), "train", named).family
     return algo.presets.get(family, {})
 
 

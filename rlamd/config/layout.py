@@ -24,15 +24,21 @@ __all__ = [
 
 
 def family(cfg: Any) -> str:
-    """``atari`` or ``classic``: the env family of ``cfg.train.env``."""
-    from rlamd.envs import parse_env_id
+    """The preset family of ``cfg.train.env``: ``atari``, ``classic``, ``continuous`` or
+    ``pixels`` (:func:`rlamd.envs.env_family`)."""
+    from rlamd.envs import env_family
 
-    return parse_env_id(cfg.train.env).family
+    return env_family(cfg.train.env, cfg.train.env_module)
 
 
 def frame_stack(cfg: Any) -> int:
-    """Frames per observation the replay stores separately (vectors: 1)."""
-    return cfg.atari.frame_stack if family(cfg) == "atari" else 1
+    """Frames per observation the replay may store separately, at most (vectors: 1)."""
+    from rlamd.envs import parse_env_id
+
+    parsed = parse_env_id(cfg.train.env, cfg.train.env_module)
+    if parsed.family == "atari":
+        return cfg.atari.frame_stack
+    return cfg.env.frame_stack if parsed.family == "gym" else 1
 
 
 def learners(cfg: Any) -> int:

@@ -1,9 +1,10 @@
-"""The run's configuration: one frozen, typed :class:`RunConfig` of five sections.
+"""The run's configuration: one frozen, typed :class:`RunConfig` of six sections.
 
 ``RunConfig.train`` (:class:`TrainConfig`) says what to train, for how long and where;
 ``dqn`` and ``ppo`` hold the algorithms' settings (``DQNConfig`` and ``PPOConfig``, beside
-their agents), ``atari`` the Atari preprocessing (``AtariConfig``, beside the envs) and
-``ray`` the cluster layout (:class:`RayConfig`). Every section is a frozen dataclass with
+their agents), ``atari`` the Atari preprocessing (``AtariConfig``, beside the envs), ``env``
+how any other gymnasium env is built (``EnvConfig``, beside the envs) and ``ray`` the
+cluster layout (:class:`RayConfig`). Every section is a frozen dataclass with
 a docstring under each field; the command line, TOML files and ``--set section.key=value``
 all fill the same objects (:mod:`rlamd.config.layers` layers them). A ``RunConfig`` is
 what every part of a run receives, Ray actors included, and what a checkpoint stores
@@ -19,7 +20,7 @@ from typing import Any
 from rlamd.agents.dqn import DQNConfig
 from rlamd.agents.ppo import PPOConfig
 from rlamd.device import parse_device_spec
-from rlamd.envs import AtariConfig, parse_env_id
+from rlamd.envs import AtariConfig, EnvConfig, env_family, parse_env_id
 from rlamd.graphs import GRAPH_MODES
 from rlamd.precision import PRECISIONS
 
@@ -33,8 +34,12 @@ class TrainConfig:
     """What to train, for how long, where, and how the run is logged and saved."""
 
     env: str = "breakout"
-    """Environment: an ALE game (breakout, BreakoutNoFrameskip-v4, ALE/Breakout-v5) or a
-    classic-control task (cartpole, acrobot, mountaincar)."""
+    """Environment: an ALE game (breakout, BreakoutNoFrameskip-v4, ALE/Breakout-v5), a
+    classic-control task (cartpole, acrobot, mountaincar), any gymnasium id (Pendulum-v1)
+    or a factory entry point (package.module:make_env)."""
+    env_module: str | None = None
+    """Modules (comma-separated) imported before the env is made, so that they can
+    register gymnasium envs (--env-module)."""
     algo: str = "dqn"
     """Algorithm: dqn or ppo."""
     steps: int = 10_000_000
@@ -78,7 +83,7 @@ class TrainConfig:
     """Write TensorBoard event files in the run folder."""
 
     def __post_init__(self) -> None:
-        parse_env_id(self.env)
+        parse_env_id(self.env, self.env_module)
         parse_device_spec(self.device)
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision={self.precision!r}; accepted: {', '.join(PRECISIONS)}")
@@ -108,8 +113,9 @@ class TrainConfig:
 
     @property
     def family(self) -> str:
-        """``atari`` or ``classic``: which preset the env takes."""
-        return parse_env_id(self.env).family
+        """``atari``, ``classic``, ``continuous`` or ``pixels``: which preset the env takes
+        (:func:`rlamd.envs.env_family`; an env that is not Atari is made once to tell)."""
+        return env_family(self.env, self.env_module)
 
 
 @dataclass(frozen=True)
@@ -211,6 +217,7 @@ SECTION_TYPES: dict[str, type] = {
     "dqn": DQNConfig,
     "ppo": PPOConfig,
     "atari": AtariConfig,
+    "env": EnvConfig,
     "ray": RayConfig,
 }
 
@@ -223,6 +230,7 @@ class RunConfig:
     dqn: DQNConfig = field(default_factory=DQNConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
     atari: AtariConfig = field(default_factory=AtariConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
     ray: RayConfig = field(default_factory=RayConfig)
 
     def sections(self) -> dict[str, Any]:

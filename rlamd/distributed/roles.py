@@ -76,7 +76,12 @@ class RolloutWorker:
         torch.manual_seed(train.seed)
         plan = _actor_threads(cfg.ray.envs_per_worker)
         self.env = make_env(
-            train.env, num_envs=cfg.ray.envs_per_worker, atari=cfg.atari, threads=plan.env_threads
+            train.env,
+            num_envs=cfg.ray.envs_per_worker,
+            atari=cfg.atari,
+            threads=plan.env_threads,
+            module=train.env_module,
+            env_cfg=cfg.env,
         )
         self.agent = build_agent(cfg, device, self.env)
         seed = train.seed + 1_000 * (index + 1)
@@ -159,7 +164,9 @@ class Learner:
         self.messages: list[str] = [describe_threads(_actor_threads(1))]
         configure_tf32(train.tf32, self.device)
         torch.manual_seed(train.seed)  # identical initial weights on every learner
-        probe = make_env(train.env, num_envs=1, atari=cfg.atari)
+        probe = make_env(
+            train.env, num_envs=1, atari=cfg.atari, module=train.env_module, env_cfg=cfg.env
+        )
         self.agent = build_agent(cfg, self.device, probe, log=self.messages.append)
         self.sync = None
         if gpu_ids:

@@ -119,6 +119,12 @@ CASES = {
     "ray_workers_per_learner": [
         ({"ray": {**RAY, "num_learners": "3"}}, "ray.num_rollout_workers=2 (every learner needs"),
     ],
+    "discrete_actions": [
+        (
+            {"train": {"env": "Pendulum-v1"}},
+            "train.algo='dqn' (Pendulum-v1 has continuous actions",
+        ),
+    ],
     "batch_splits_over_learners": [
         (
             {"dqn": {"batch_size": "33"}, "ray": {**RAY, "num_learners": "2"}},
