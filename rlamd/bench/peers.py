@@ -93,7 +93,7 @@ def sb3_atari(
 
     PPO: 128 steps x ``num_envs``, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1 (CleanRL's
     Atari defaults, as rlamd's). DQN: replay 50k, ``batch``, ``per_update`` gradient steps
-    per vector step, target sync every 2,000 updates, ``warm`` steps before learning.
+    per vector step, target sync every 250 updates, ``warm`` steps before learning.
 
     Raises:
         PeerUnavailable: SB3 (or its Atari support) cannot be imported.
@@ -132,7 +132,7 @@ def sb3_atari(
             batch_size=batch,
             train_freq=1,
             gradient_steps=per_update,
-            target_update_interval=2_000,
+            target_update_interval=250,
             **common,
         )
     # SB3's default logger makes a folder in the temp dir per learn() call; log nowhere.
