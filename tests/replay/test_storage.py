@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 from rlamd.envs import make_env
 from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
+from rlamd.replay.storage import TransitionStorage
 
 from .helpers import CountingEnv
 
@@ -215,3 +219,24 @@ def test_bytes_per_transition_is_what_the_buffer_allocates(
     # Without a capacity: the unpadded share, exact for a power of the arity (1024 = 32**2).
     loose = bytes_per_transition(obs_shape, dtype, stack, actions, prioritized)
     assert loose == pytest.approx(per_t) if capacity == 1024 else loose < per_t
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads Linux's /proc")
+def test_a_host_ring_takes_memory_as_it_fills_not_when_built():
+    """A million-frame Atari ring is 7 GB: zero-filling it up front held a run's first line
+    back 25 s. The host arrays come from the OS as zero pages, so building one costs next to
+    no resident memory, and the first write still reads back as zeros around it."""
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def resident() -> int:
+        return int(Path("/proc/self/statm").read_text().split()[1]) * page
+
+    before = resident()
+    st = TransitionStorage(
+        200_000, 8, (4, 84, 84), torch.uint8, frame_stack=4, num_actions=4, n_step=3
+    )
+    grown = resident() - before
+    assert st.frames.numel() == 200_000 * 84 * 84  # 1.4 GB of frames
+    assert grown < 100 * 2**20, f"building the ring made {grown / 2**20:.0f} MiB resident"
+    st.frames[1000] = 7
+    assert int(st.frames[999:1002].sum()) == 7 * 84 * 84
