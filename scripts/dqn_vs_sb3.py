@@ -68,9 +68,13 @@ def _sb3_main(steps: int, seed: int, out: Path, overrides: dict[str, str]) -> No
 
 
 def _mean_last_100(path: Path, step: int) -> float | None:
+    """None while the run has not got near ``step`` (its last game ended before 98% of it)."""
     with open(path, encoding="utf-8") as f:
-        scores = [float(r["score"]) for r in csv.DictReader(f) if int(float(r["step"])) <= step]
-    return sum(scores[-100:]) / len(scores[-100:]) if scores else None
+        games = [(int(float(r["step"])), float(r["score"])) for r in csv.DictReader(f)]
+    scores = [score for at, score in games if at <= step]
+    if not scores or games[-1][0] < 0.98 * step:
+        return None
+    return sum(scores[-100:]) / len(scores[-100:])
 
 
 def report(out: Path, steps: int) -> None:
