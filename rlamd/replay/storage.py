@@ -143,11 +143,14 @@ class TransitionStorage:
         # Host bookkeeping: ring positions, sampleable records, transitions awaiting
         # their n-step window, and whether a stream has written its history frames yet.
         self._base = np.arange(num_streams, dtype=np.int64) * per_stream
-        self._ptr = np.zeros(num_streams, dtype=np.int64)
+        self._empty()
+
+    def _empty(self) -> None:
+        """Host bookkeeping of a storage that holds nothing (the arrays keep their bytes)."""
+        n = self.num_streams
+        self._ptr, self._pending = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
         self._active = np.zeros(self.capacity, dtype=bool)
-        self._pending = np.zeros(num_streams, dtype=np.int64)
-        self._started = np.zeros(num_streams, dtype=bool)
-        self._next_first = np.zeros(num_streams, dtype=bool)
+        self._started, self._next_first = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
         self.size = 0
 
     # ------------------------------------------------------------------ writing
@@ -418,12 +421,7 @@ class TransitionStorage:
             ValueError: saved contents of another shape (capacity, streams, n-step...).
         """
         if state.get("contents") is None:
-            self._ptr[:] = 0
-            self._active[:] = False
-            self._pending[:] = 0
-            self._started[:] = False
-            self._next_first[:] = False
-            self.size = 0
+            self._empty()
             return
         for key in ("capacity", "num_streams", "frame_stack", "n_step"):
             if state[key] != getattr(self, key):
