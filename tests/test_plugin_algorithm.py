@@ -12,6 +12,7 @@ its agent, its loop and its evaluation policy. The commands load it from
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -60,7 +61,7 @@ class TinyAgent:
         self.cfg, self.device, self.precision = cfg, device, precision
         sizes = [int(torch.tensor(obs_shape).prod()), *cfg.hidden]
         layers: list[torch.nn.Module] = []
-        for a, b in zip(sizes, sizes[1:], strict=False):
+        for a, b in itertools.pairwise(sizes):
             layers += [torch.nn.Linear(a, b), torch.nn.Tanh()]
         self.policy_net = torch.nn.Sequential(*layers, torch.nn.Linear(sizes[-1], num_actions))
         self.optimizer = torch.optim.Adam(self.policy_net.parameters(), lr=cfg.lr)
@@ -88,7 +89,7 @@ class TinyAgent:
         torch.nn.utils.clip_grad_norm_(self.policy_net.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
         self.updates += 1
-        self._loss = float(loss)
+        self._loss = float(loss.detach())
 
     def read_metrics(self) -> dict[str, float]:
         return {"losses/policy": self._loss}
@@ -210,7 +211,7 @@ def _command(module: str, *args: str, plugin: str | None = PLUGIN) -> subprocess
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
 
 
@@ -218,45 +219,104 @@ def _agent(run: Path) -> dict:
     return torch.load(run / "checkpoint.pt", weights_only=True)
 
 
-def test_a_plugin_algorithm_trains_resumes_and_evaluates_from_the_command_line(tmp_path):
-    common = ["--device", "cpu", "--no-tensorboard", "--logdir", str(tmp_path)]
-    args = ["cartpole", "--algo", "tiny", "--run-name", "t", "--set", "tiny.x=32"]
-    new = _command("rlamd.train", *args, *common)
-    assert new.returncode == 0, new.stderr
-    run = tmp_path / "t"
+def _train(*args: str, plugin: str | None = PLUGIN) -> subprocess.CompletedProcess:
+    return _command("rlamd.train", *args, plugin=plugin)
+
+
+def _check_new_run(run: Path, out: str) -> dict:
     first = _agent(run)
     # the preset (512 steps, 2 envs) and --set tiny.x=32: 512 / (2 * 32) = 8 updates
     assert first["step"] == 512 and first["agent"]["updates"] == 8
     assert first["config"]["tiny"]["x"] == 32 and first["config"]["train"]["algo"] == "tiny"
     assert "[tiny]\nx = 32\n" in (run / "config.toml").read_text()
-    assert "REINFORCE rollouts of 32 steps" in new.stdout
+    assert "REINFORCE rollouts of 32 steps" in out
+    return first
 
-    more = _command("rlamd.train", "--resume", str(run), "--steps", "1024", *common)
-    assert more.returncode == 0, more.stderr
-    assert "tiny loop at step 512" in more.stdout
+
+def _check_resumed(run: Path, first: dict, out: str) -> None:
+    assert "tiny loop at step 512" in out
     second = _agent(run)
     assert second["step"] == 1024 and second["agent"]["updates"] == 16
     before, after = first["agent"]["net"], second["agent"]["net"]
     assert any(not torch.equal(before[k], after[k]) for k in before)  # it went on learning
 
+
+COMMON = ("--device", "cpu", "--no-tensorboard")
+NEW = ("cartpole", "--algo", "tiny", "--run-name", "t", "--set", "tiny.x=32")
+
+
+def test_a_plugin_algorithm_trains_from_the_command_line_and_resumes(tmp_path, capsys):
+    """A new run through ``python -m rlamd.train`` (the plugin loaded from the variable);
+    resumed and evaluated in this process, where the plugin is registered the same way."""
+    logdir = ("--logdir", str(tmp_path))
+    new = _train(*NEW, *COMMON, *logdir)
+    assert new.returncode == 0, new.stderr
+    run = tmp_path / "t"
+    first = _check_new_run(run, new.stdout)
+
+    from rlamd.algos import load_plugins
+    from rlamd.evaluate import main as evaluate
+    from rlamd.train import main as train
+
+    load_plugins(PLUGIN, installed=False)
+    try:
+        assert train(["--resume", str(run), "--steps", "1024", *COMMON, *logdir]) == 0
+        _check_resumed(run, first, capsys.readouterr().out)
+        assert train(["--resume", str(run), "--steps", "2048", "--set", "tiny.hidden=8"]) == 2
+        assert "tiny.hidden=(8,) (the checkpoint's network was built with (16,))" in (
+            capsys.readouterr().err
+        )
+        assert evaluate([str(run), "--episodes", "2", "--json", "--device", "cpu"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["episodes"] == 2 and result["mean"] > 0  # CartPole scores every step
+    finally:
+        unregister("tiny")
+
+
+@pytest.mark.slow
+def test_a_plugin_algorithm_trains_resumes_and_evaluates_from_the_commands(tmp_path):
+    """All three through ``python -m``: ``rlamd.train``, ``--resume``, ``rlamd.evaluate``."""
+    logdir = ("--logdir", str(tmp_path))
+    new = _train(*NEW, *COMMON, *logdir)
+    assert new.returncode == 0, new.stderr
+    run = tmp_path / "t"
+    first = _check_new_run(run, new.stdout)
+    more = _train("--resume", str(run), "--steps", "1024", *COMMON, *logdir)
+    assert more.returncode == 0, more.stderr
+    _check_resumed(run, first, more.stdout)
     scored = _command("rlamd.evaluate", str(run), "--episodes", "2", "--json", "--device", "cpu")
     assert scored.returncode == 0, scored.stderr
     result = json.loads(scored.stdout)
-    assert result["episodes"] == 2 and result["mean"] > 0  # CartPole scores every step
+    assert result["episodes"] == 2 and result["mean"] > 0
 
 
-def test_without_the_plugin_the_commands_say_how_to_load_it(tmp_path):
+def test_without_the_plugin_the_commands_say_how_to_load_it(tmp_path, capsys):
+    from rlamd.train import main
+
     cfg = tmp_path / "c.toml"
     cfg.write_text('[train]\nenv = "cartpole"\nalgo = "tiny"\n')
-    out = _command("rlamd.train", "--config", str(cfg), "--logdir", str(tmp_path), plugin=None)
-    assert out.returncode == 2
-    assert out.stderr.startswith("error: train.algo='tiny'; accepted: dqn, ppo, or one a plugin")
-    assert f"{PLUGINS_VARIABLE}=MODULE" in out.stderr and out.stderr.count("\n") == 1
-    broken = _command("rlamd.train", "cartpole", plugin="tests.no_such_plugin")
-    assert broken.returncode == 2 and broken.stderr.count("\n") == 1, broken.stderr
-    assert broken.stderr.startswith(
+    assert main(["--config", str(cfg), "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: train.algo='tiny'; accepted: dqn, ppo, or one a plugin")
+    assert f"{PLUGINS_VARIABLE}=MODULE" in err and err.count("\n") == 1
+
+
+def test_a_plugin_that_does_not_load_is_said_in_one_line(tmp_path, monkeypatch, capsys):
+    import rlamd.algos
+    from rlamd.train import main
+
+    monkeypatch.setattr(rlamd.algos, "_plugin_errors", [])
+    rlamd.algos.load_plugins("tests.no_such_plugin, tests.test_plugin_algorithm:nothing")
+    assert main(["cartpole", "--logdir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err == (
         f"error: {PLUGINS_VARIABLE}=tests.no_such_plugin did not load (ModuleNotFoundError: "
+        "No module named 'tests.no_such_plugin'); accepted: importable modules that call "
+        "rlamd.algos.register, as MODULE or MODULE:FUNCTION\n"
     )
+    assert len(rlamd.algos._plugin_errors) == 2  # the missing function too
+    assert "AttributeError" in rlamd.algos._plugin_errors[1]
+    assert not (tmp_path / "runs").exists() and not any(tmp_path.iterdir())
 
 
 # ---------------------------------------------------------------------- in process
