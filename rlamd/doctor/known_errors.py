@@ -1,8 +1,8 @@
 """Errors people meet running PyTorch on AMD GPUs, with their usual causes and fixes.
 
 One table serves ``python -m rlamd.doctor --explain "<message>"`` and ``--explain-file LOG``,
-the doctor's failed checks, and ``rlamd.train`` when a GPU error stops training. The rows
-(:mod:`.known_errors_gpu`, :mod:`.known_errors_system`) are in the order :func:`explain`
+the doctor's failed checks, and ``rlamd.train`` when a GPU error stops training. The rows are
+data (``rlamd/doctor/errors/*.toml``, read by :mod:`.catalog`), in the order :func:`explain`
 answers in: the most specific first, so a message that matches several gets the right
 diagnosis first.
 """
@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .known_errors_base import KnownError
-from .known_errors_gpu import GPU_ERRORS
-from .known_errors_system import SYSTEM_ERRORS
+from .catalog import KnownError, load_errors
 
 __all__ = [
     "KNOWN_ERRORS",
@@ -24,20 +22,7 @@ __all__ = [
     "format_explanation",
 ]
 
-_FIRST = ("wsl", "kfd_permission", "kfd_missing")
-"""System rows that name the cause of the GPU rows' symptoms (a WSL or /dev/kfd failure
-also shows up as HSA errors), so they answer first."""
-_LAST = ("hsa_runtime_error", "hipblaslt_unsupported", "miopen_kdb_missing", "amdgpu_ids")
-"""The catch-all HSA row, then warnings that are harmless on their own: a real error in the
-same message answers before them."""
-
-_ALL = {e.key: e for e in (*GPU_ERRORS, *SYSTEM_ERRORS)}
-KNOWN_ERRORS: tuple[KnownError, ...] = (
-    *(_ALL[k] for k in _FIRST),
-    *(e for e in GPU_ERRORS if e.key not in _LAST),
-    *(e for e in SYSTEM_ERRORS if e.key not in _FIRST + _LAST),
-    *(_ALL[k] for k in _LAST),
-)
+KNOWN_ERRORS: tuple[KnownError, ...] = load_errors()
 
 
 def explain(text: str) -> list[KnownError]:
