@@ -351,7 +351,9 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             ">>> import scipy.optimize\n>>> import torch\nSegmentation fault (core dumped)",
         ),
     ],
-    "hsa_runtime_error": [
+    # Answered by the HSA status table (rlamd/doctor/codes/hsa.toml) since the catch-all
+    # "another HSA error" row gave way to it.
+    "hsa:HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS": [
         (
             "https://github.com/ROCm/ROCR-Runtime/issues/198",
             "Failure to load binary image ... Error in hsa_executable_load_code_object: "

@@ -7,7 +7,7 @@ import io
 import json
 
 from rlamd.doctor.__main__ import main
-from rlamd.doctor.known_errors import KNOWN_ERRORS, explain_log
+from rlamd.doctor.known_errors import explain_log
 
 from .known_error_messages import MESSAGES
 
@@ -49,7 +49,7 @@ def test_a_message_wrapped_over_lines_is_found_at_its_first_line():
 def test_every_real_message_in_one_log_is_found():
     log = "\n".join(NOISE + text for found in MESSAGES.values() for _, text in found)
     keys = {m.error.key for m in explain_log(log)}
-    assert keys == {e.key for e in KNOWN_ERRORS}
+    assert keys >= set(MESSAGES)
     assert explain_log(NOISE * 50) == []
 
 

@@ -23,10 +23,11 @@ block's messages are diagnosed as that block first.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+
+import tomllib
 
 from .gfx import OVERRIDE_RULE
 from .install import torch_install_fix
@@ -140,7 +141,9 @@ def _entry(raw: dict, layer: str, index: int) -> KnownError:
         try:
             _compiled(p)
         except re.error as exc:
-            raise CatalogError(f"{where}: pattern {p!r} is not a regular expression: {exc}") from exc
+            raise CatalogError(
+                f"{where}: pattern {p!r} is not a regular expression: {exc}"
+            ) from exc
     seen = tuple((s["url"], s["message"]) for s in raw["seen"])
     if not seen or not raw["patterns"] or not raw["fixes"]:
         raise CatalogError(f"{where}: needs at least one pattern, fix and [[error.seen]] message")

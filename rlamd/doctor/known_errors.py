@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .catalog import KnownError, load_errors
+from .codes import code_errors
 
 __all__ = [
     "KNOWN_ERRORS",
@@ -26,9 +27,16 @@ KNOWN_ERRORS: tuple[KnownError, ...] = load_errors()
 
 
 def explain(text: str) -> list[KnownError]:
-    """Every table row whose patterns match ``text`` (a pasted error or log), most specific
-    first."""
-    return [e for e in KNOWN_ERRORS if e.matches(text)]
+    """Every known error ``text`` (a pasted error or log) shows, most specific first: the
+    curated failures by rank, each documented status code it carries (:mod:`.codes`) in
+    their place among them."""
+    rows = [e for e in KNOWN_ERRORS if e.matches(text)]
+    return _merge(rows, code_errors(text))
+
+
+def _merge(rows: list[KnownError], codes: list[KnownError]) -> list[KnownError]:
+    """The curated rows and the code diagnoses in one list, by rank (stable)."""
+    return sorted([*rows, *codes], key=lambda e: e.rank)
 
 
 @dataclass(frozen=True)
@@ -52,16 +60,19 @@ def explain_log(text: str) -> list[LogMatch]:
     lines = text.splitlines()
     found: dict[str, LogMatch] = {}
     for no, line in enumerate(lines, start=1):
-        for e in KNOWN_ERRORS:
-            if e.key not in found and e.matches(line):
+        for e in explain(line):
+            if e.key not in found:
                 found[e.key] = LogMatch(e, no, line.strip())
-    for e in KNOWN_ERRORS:
+    for e in explain(text):
         m = None if e.key in found else e.match(text)
         if m is not None:
             no = text.count("\n", 0, m.start()) + 1
             found[e.key] = LogMatch(e, no, lines[no - 1].strip() if lines else "")
     order = {e.key: i for i, e in enumerate(KNOWN_ERRORS)}
-    return sorted(found.values(), key=lambda m: (m.line_no, order[m.error.key]))
+    return sorted(
+        found.values(),
+        key=lambda m: (m.line_no, m.error.rank, order.get(m.error.key, len(order))),
+    )
 
 
 def format_explanation(err: KnownError) -> str:
@@ -70,5 +81,5 @@ def format_explanation(err: KnownError) -> str:
     lines.append("  fixes:")
     lines += [f"    - {f}" for f in err.fixes]
     if err.source:
-        lines.append(f"  seen in: {err.source}")
+        lines.append(f"  {'documented in' if err.layer == 'codes' else 'seen in'}: {err.source}")
     return "\n".join(lines)
