@@ -119,11 +119,6 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "Memory access fault by GPU node-1 (Agent handle: 0x55f8b54eec30) on address "
             "0x7f2a53193000. Reason: Page not present or supervisor privilege.",
         ),
-        (
-            "https://github.com/ROCm/legacy-rocm-build/issues/5051",
-            "Jan 09 18:55:45 alexpc kernel: amdgpu 0000:0b:00.0: amdgpu: [gfxhub] page fault "
-            "(src_id:0 ring:24 vmid:8 pasid:32792)",
-        ),
     ],
     "hsa_exception": [
         (
@@ -359,6 +354,15 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "Failure to load binary image ... Error in hsa_executable_load_code_object: "
             "HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS: The arguments passed to a functions are not "
             "compatible.",
+        ),
+    ],
+    # The kernel log's side of the same fault: the driver-layer row (the process itself
+    # prints "Memory access fault by GPU", the first entry of memory_access_fault).
+    "gpu_page_fault_dmesg": [
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/5051",
+            "Jan 09 18:55:45 alexpc kernel: amdgpu 0000:0b:00.0: amdgpu: [gfxhub] page fault "
+            "(src_id:0 ring:24 vmid:8 pasid:32792)",
         ),
     ],
 }
