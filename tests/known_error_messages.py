@@ -203,15 +203,6 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "https://github.com/ROCm/legacy-rocm-build/issues/1214",
             "[    7.026427] kfd kfd: amdgpu: skipped device 1002:67df, PCI rejects atomics",
         ),
-        (
-            "https://github.com/ROCm/legacy-rocm-build/issues/1148",
-            "ROCk module is loaded\nUnable to open /dev/kfd read-write: Cannot allocate memory\n"
-            "tolyprog is member of render group\nhsa api call failure at: /home/tolyprog/.cache/"
-            "yay/rocminfo/src/rocminfo-rocm-3.5.0/rocminfo.cc:1142\nCall returned "
-            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
-            "resources. This error may also occur when the core runtime library needs to spawn "
-            "threads or create internal OS-specific events.",
-        ),
     ],
     "hsa_out_of_resources": [
         (
@@ -363,6 +354,19 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "https://github.com/ROCm/legacy-rocm-build/issues/5051",
             "Jan 09 18:55:45 alexpc kernel: amdgpu 0000:0b:00.0: amdgpu: [gfxhub] page fault "
             "(src_id:0 ring:24 vmid:8 pasid:32792)",
+        ),
+    ],
+    # Was kfd_missing's; the /dev/kfd ENOMEM row (groups, unsupported card, PCIe atomics)
+    # now names it more precisely.
+    "kfd_open_enomem": [
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/1148",
+            "ROCk module is loaded\nUnable to open /dev/kfd read-write: Cannot allocate memory\n"
+            "tolyprog is member of render group\nhsa api call failure at: /home/tolyprog/.cache/"
+            "yay/rocminfo/src/rocminfo-rocm-3.5.0/rocminfo.cc:1142\nCall returned "
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
+            "resources. This error may also occur when the core runtime library needs to spawn "
+            "threads or create internal OS-specific events.",
         ),
     ],
 }

@@ -29,7 +29,7 @@ def test_every_message_of_the_first_set_names_a_row_or_a_code_that_exists():
         assert all(u.startswith("https://github.com/") for u, _ in found)
         if key in keys:
             row = next(e for e in KNOWN_ERRORS if e.key == key)
-            assert row.source in {u for u, _ in found} | {u for u, _ in row.seen}
+            assert row.source in {u for u, _ in found} | {s.url for s in row.seen}
 
 
 @pytest.mark.parametrize(

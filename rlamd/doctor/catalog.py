@@ -10,9 +10,15 @@ Each file holds ``[[error]]`` blocks::
     causes = ["..."]                      # most common first
     fixes = ["...`command`..."]           # the first is the one to try first
     source = "https://github.com/..."     # a public thread showing the message
+    machine = ["apu"]                     # optional: facts of a machine where it answers first
     [[error.seen]]                        # one or more: the message verbatim, and where
     url = "https://github.com/..."
     message = "..."
+    machine = ["apu"]                     # optional: the machine it was seen on
+
+``machine`` names facts :mod:`.facts` reads (``apu``, ``igpu_and_dgpu``, ``wsl``): on a
+machine that has them all, the entry answers before every other (rank
+:data:`MACHINE_RANK`); elsewhere it keeps its rank.
 
 A cause or fix may name a shared text as ``{{name}}``: the ``[snippets]`` of
 ``errors/snippets.toml``, or one computed here (``{{rocm_install}}``, ``{{override}}``).
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from functools import cache
 from importlib import resources
 
@@ -32,7 +39,16 @@ import tomllib
 from .gfx import OVERRIDE_RULE
 from .install import torch_install_fix
 
-__all__ = ["LAYER_FILES", "CatalogError", "KnownError", "load_errors", "snippets"]
+__all__ = [
+    "FACTS",
+    "LAYER_FILES",
+    "MACHINE_RANK",
+    "CatalogError",
+    "KnownError",
+    "Seen",
+    "load_errors",
+    "snippets",
+]
 
 LAYER_FILES: dict[str, str] = {
     "driver": "kernel driver, firmware and platform (dmesg, /dev/kfd, WSL)",
@@ -44,8 +60,13 @@ LAYER_FILES: dict[str, str] = {
 }
 """The data files in answer order (a tie on ``rank`` goes to the earlier layer)."""
 
-_FIELDS = {"key", "title", "rank", "patterns", "causes", "fixes", "source", "seen"}
-_REQUIRED = _FIELDS - {"rank"}
+FACTS = ("apu", "igpu_and_dgpu", "wsl")
+"""The machine facts an entry's ``machine`` may name."""
+MACHINE_RANK = 5
+"""The rank of an entry whose ``machine`` facts this machine has."""
+
+_FIELDS = {"key", "title", "rank", "patterns", "causes", "fixes", "source", "seen", "machine"}
+_REQUIRED = _FIELDS - {"rank", "machine"}
 _TOKEN = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -56,6 +77,14 @@ class CatalogError(ValueError):
 @cache
 def _compiled(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern, re.IGNORECASE)
+
+
+class Seen(NamedTuple):
+    """A message verbatim as a public thread shows it, and the machine facts it had."""
+
+    url: str
+    message: str
+    machine: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -73,8 +102,15 @@ class KnownError:
     source: str = ""
     layer: str = ""
     rank: int = 50
-    seen: tuple[tuple[str, str], ...] = field(default=(), compare=False)
-    """``(url, message)``: the message verbatim as a public thread shows it."""
+    seen: tuple[Seen, ...] = field(default=(), compare=False)
+    machine: tuple[str, ...] = ()
+    """Facts of a machine on which this diagnosis answers first (see :data:`FACTS`)."""
+
+    def rank_on(self, facts: frozenset[str] | None) -> int:
+        """The rank on a machine with ``facts`` (``None``: unknown)."""
+        if facts is not None and self.machine and set(self.machine) <= facts:
+            return MACHINE_RANK
+        return self.rank
 
     def match(self, text: str) -> re.Match[str] | None:
         """The earliest match of any pattern in ``text``, or None."""
@@ -144,7 +180,13 @@ def _entry(raw: dict, layer: str, index: int) -> KnownError:
             raise CatalogError(
                 f"{where}: pattern {p!r} is not a regular expression: {exc}"
             ) from exc
-    seen = tuple((s["url"], s["message"]) for s in raw["seen"])
+    bad = sorted(
+        {f for f in raw.get("machine", []) + [f for s in raw["seen"] for f in s.get("machine", [])]}
+        - set(FACTS)
+    )
+    if bad:
+        raise CatalogError(f"{where}: unknown machine facts {bad}; known: {', '.join(FACTS)}")
+    seen = tuple(Seen(s["url"], s["message"], tuple(s.get("machine", ()))) for s in raw["seen"])
     if not seen or not raw["patterns"] or not raw["fixes"]:
         raise CatalogError(f"{where}: needs at least one pattern, fix and [[error.seen]] message")
     return KnownError(
@@ -157,6 +199,7 @@ def _entry(raw: dict, layer: str, index: int) -> KnownError:
         layer=layer,
         rank=int(raw.get("rank", 50)),
         seen=seen,
+        machine=tuple(raw.get("machine", ())),
     )
 
 

@@ -26,17 +26,13 @@ __all__ = [
 KNOWN_ERRORS: tuple[KnownError, ...] = load_errors()
 
 
-def explain(text: str) -> list[KnownError]:
+def explain(text: str, facts: frozenset[str] | None = None) -> list[KnownError]:
     """Every known error ``text`` (a pasted error or log) shows, most specific first: the
     curated failures by rank, each documented status code it carries (:mod:`.codes`) in
-    their place among them."""
+    their place among them. ``facts`` (this machine's, see :mod:`.facts`) put the
+    diagnoses made for such a machine first."""
     rows = [e for e in KNOWN_ERRORS if e.matches(text)]
-    return _merge(rows, code_errors(text))
-
-
-def _merge(rows: list[KnownError], codes: list[KnownError]) -> list[KnownError]:
-    """The curated rows and the code diagnoses in one list, by rank (stable)."""
-    return sorted([*rows, *codes], key=lambda e: e.rank)
+    return sorted([*rows, *code_errors(text)], key=lambda e: e.rank_on(facts))
 
 
 @dataclass(frozen=True)
@@ -50,7 +46,7 @@ class LogMatch:
     """That line, stripped."""
 
 
-def explain_log(text: str) -> list[LogMatch]:
+def explain_log(text: str, facts: frozenset[str] | None = None) -> list[LogMatch]:
     """Every known error in a whole log, each once, in the order it first appears.
 
     Lines are matched one at a time (a message is one line in a log); an error found on no
@@ -60,10 +56,10 @@ def explain_log(text: str) -> list[LogMatch]:
     lines = text.splitlines()
     found: dict[str, LogMatch] = {}
     for no, line in enumerate(lines, start=1):
-        for e in explain(line):
+        for e in explain(line, facts):
             if e.key not in found:
                 found[e.key] = LogMatch(e, no, line.strip())
-    for e in explain(text):
+    for e in explain(text, facts):
         m = None if e.key in found else e.match(text)
         if m is not None:
             no = text.count("\n", 0, m.start()) + 1
@@ -71,7 +67,7 @@ def explain_log(text: str) -> list[LogMatch]:
     order = {e.key: i for i, e in enumerate(KNOWN_ERRORS)}
     return sorted(
         found.values(),
-        key=lambda m: (m.line_no, m.error.rank, order.get(m.error.key, len(order))),
+        key=lambda m: (m.line_no, m.error.rank_on(facts), order.get(m.error.key, len(order))),
     )
 
 
