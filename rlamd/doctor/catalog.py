@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import NamedTuple
 from functools import cache
 from importlib import resources
+from typing import NamedTuple
 
 import tomllib
 

@@ -76,10 +76,11 @@ def test_the_two_examples_of_the_issue(capsys):
         "Hardware limit: 65536."
     )
     assert main(["--explain", msg, "--json"]) == 0
-    first = json.loads(capsys.readouterr().out)["matches"][0]
-    assert first["key"] == "triton:OutOfResources: shared memory"
-    assert "98304" in first["causes"][0] and "65536" in first["causes"][0]
-    assert any("num_stages" in f for f in first["fixes"])
+    rows = json.loads(capsys.readouterr().out)["matches"]
+    # The curated AMD row (64 KiB LDS, num_stages per AMD's guide) first, then the code.
+    assert [r["key"] for r in rows] == ["triton_lds_64k", "triton:OutOfResources: shared memory"]
+    assert any("num_stages=2" in f for f in rows[0]["fixes"])
+    assert "98304" in rows[1]["causes"][0] and "65536" in rows[1]["causes"][0]
 
 
 def test_a_curated_failure_answers_before_the_bare_code():
