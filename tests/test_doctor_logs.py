@@ -58,7 +58,7 @@ def test_explain_file_prints_each_with_its_line(tmp_path, capsys):
     log.write_text(_log())
     assert main(["--explain-file", str(log)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"3 known error(s) in {log}, first one first:")
+    assert f"\n3 known error(s) in {log}, first one first:\n" in out
     assert out.index("line 2: amdgpu.ids") < out.index("line 7: rocBLAS error")
     assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in out and "seen in: https://github.com/" in out
 
@@ -76,7 +76,7 @@ def test_explain_file_without_a_known_error_or_a_file(tmp_path, capsys):
     log = tmp_path / "ok.log"
     log.write_text(NOISE * 5)
     assert main(["--explain-file", str(log)]) == 1
-    assert f"No known error in {log}" in capsys.readouterr().out
+    assert f"No known error matches anything in {log}" in capsys.readouterr().out
     assert main(["--explain-file", str(tmp_path / "missing.log")]) == 2
     err = capsys.readouterr().err
     assert "missing.log" in err and "No such file" in err and "give a log file or -" in err

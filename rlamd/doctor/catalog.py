@@ -11,6 +11,7 @@ Each file holds ``[[error]]`` blocks::
     fixes = ["...`command`..."]           # the first is the one to try first
     source = "https://github.com/..."     # a public thread showing the message
     machine = ["apu"]                     # optional: facts of a machine where it answers first
+    here = ["override", "hide_igpu"]      # optional: advice for the machine --explain runs on
     [[error.seen]]                        # one or more: the message verbatim, and where
     url = "https://github.com/..."
     message = "..."
@@ -36,6 +37,7 @@ from typing import NamedTuple
 
 import tomllib
 
+from .facts import TOPICS
 from .gfx import OVERRIDE_RULE
 from .install import torch_install_fix
 
@@ -65,8 +67,19 @@ FACTS = ("apu", "igpu_and_dgpu", "wsl")
 MACHINE_RANK = 5
 """The rank of an entry whose ``machine`` facts this machine has."""
 
-_FIELDS = {"key", "title", "rank", "patterns", "causes", "fixes", "source", "seen", "machine"}
-_REQUIRED = _FIELDS - {"rank", "machine"}
+_FIELDS = {
+    "key",
+    "title",
+    "rank",
+    "patterns",
+    "causes",
+    "fixes",
+    "source",
+    "seen",
+    "machine",
+    "here",
+}
+_REQUIRED = _FIELDS - {"rank", "machine", "here"}
 _TOKEN = re.compile(r"\{\{(\w+)\}\}")
 
 
@@ -105,6 +118,8 @@ class KnownError:
     seen: tuple[Seen, ...] = field(default=(), compare=False)
     machine: tuple[str, ...] = ()
     """Facts of a machine on which this diagnosis answers first (see :data:`FACTS`)."""
+    here: tuple[str, ...] = ()
+    """Topics of :func:`.facts.advice` that fit this failure on the machine at hand."""
 
     def rank_on(self, facts: frozenset[str] | None) -> int:
         """The rank on a machine with ``facts`` (``None``: unknown)."""
@@ -186,6 +201,9 @@ def _entry(raw: dict, layer: str, index: int) -> KnownError:
     )
     if bad:
         raise CatalogError(f"{where}: unknown machine facts {bad}; known: {', '.join(FACTS)}")
+    bad_topics = sorted(set(raw.get("here", [])) - set(TOPICS))
+    if bad_topics:
+        raise CatalogError(f"{where}: unknown here topics {bad_topics}; known: {', '.join(TOPICS)}")
     seen = tuple(Seen(s["url"], s["message"], tuple(s.get("machine", ()))) for s in raw["seen"])
     if not seen or not raw["patterns"] or not raw["fixes"]:
         raise CatalogError(f"{where}: needs at least one pattern, fix and [[error.seen]] message")
@@ -200,6 +218,7 @@ def _entry(raw: dict, layer: str, index: int) -> KnownError:
         rank=int(raw.get("rank", 50)),
         seen=seen,
         machine=tuple(raw.get("machine", ())),
+        here=tuple(raw.get("here", ())),
     )
 
 

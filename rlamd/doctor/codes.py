@@ -12,6 +12,7 @@ citing the header its names and numbers come from::
     [group.launch]                            # causes and first commands a group shares
     causes = ["..."]
     commands = ["..."]
+    here = ["override"]                       # optional: advice for the machine at hand
     [[code]]
     name = "hipErrorLaunchOutOfResources"
     value = 701
@@ -63,8 +64,8 @@ class CodeTable:
     library: str
     type: str
     source: str
-    groups: dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
-    """group name -> (causes, commands), snippets expanded."""
+    groups: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]]
+    """group name -> (causes, commands, here topics), snippets expanded."""
     codes: tuple[Code, ...]
     number: re.Pattern[str] | None
 
@@ -107,6 +108,7 @@ def _table(tid: str) -> CodeTable:
             g: (
                 tuple(expand(c, where) for c in v["causes"]),
                 tuple(expand(c, where) for c in v["commands"]),
+                tuple(v.get("here", ())),
             )
             for g, v in raw["group"].items()
         }
@@ -152,7 +154,7 @@ def _hits(table: CodeTable, text: str) -> list[tuple[int, Code, dict[str, str]]]
 
 
 def _diagnosis(table: CodeTable, code: Code, found: dict[str, str]) -> KnownError:
-    causes, commands = table.groups[code.group]
+    causes, commands, here = table.groups[code.group]
     meaning = code.meaning.format_map({k: v or "?" for k, v in found.items()})
     shown = f" = {code.shown}" if isinstance(code.value, int) else ""
     text = f": {code.text}" if code.text else ""
@@ -165,6 +167,7 @@ def _diagnosis(table: CodeTable, code: Code, found: dict[str, str]) -> KnownErro
         source=table.source,
         layer="codes",
         rank=CODE_RANK,
+        here=here,
     )
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "explain",
     "explain_log",
     "format_explanation",
+    "format_row",
 ]
 
 KNOWN_ERRORS: tuple[KnownError, ...] = load_errors()
@@ -72,10 +73,15 @@ def explain_log(text: str, facts: frozenset[str] | None = None) -> list[LogMatch
 
 
 def format_explanation(err: KnownError) -> str:
-    lines = [f"{err.title}", "  likely causes:"]
-    lines += [f"    - {c}" for c in err.causes]
+    return format_row(err.title, err.causes, err.fixes, err.source, err.layer)
+
+
+def format_row(title: str, causes, fixes, source: str, layer: str) -> str:
+    """A diagnosis as the terminal shows it (its causes, its fixes, where it comes from)."""
+    lines = [f"{title}", "  likely causes:"]
+    lines += [f"    - {c}" for c in causes]
     lines.append("  fixes:")
-    lines += [f"    - {f}" for f in err.fixes]
-    if err.source:
-        lines.append(f"  {'documented in' if err.layer == 'codes' else 'seen in'}: {err.source}")
+    lines += [f"    - {f}" for f in fixes]
+    if source:
+        lines.append(f"  {'documented in' if layer == 'codes' else 'seen in'}: {source}")
     return "\n".join(lines)
