@@ -119,11 +119,6 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             "Memory access fault by GPU node-1 (Agent handle: 0x55f8b54eec30) on address "
             "0x7f2a53193000. Reason: Page not present or supervisor privilege.",
         ),
-        (
-            "https://github.com/ROCm/legacy-rocm-build/issues/5051",
-            "Jan 09 18:55:45 alexpc kernel: amdgpu 0000:0b:00.0: amdgpu: [gfxhub] page fault "
-            "(src_id:0 ring:24 vmid:8 pasid:32792)",
-        ),
     ],
     "hsa_exception": [
         (
@@ -207,15 +202,6 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
         (
             "https://github.com/ROCm/legacy-rocm-build/issues/1214",
             "[    7.026427] kfd kfd: amdgpu: skipped device 1002:67df, PCI rejects atomics",
-        ),
-        (
-            "https://github.com/ROCm/legacy-rocm-build/issues/1148",
-            "ROCk module is loaded\nUnable to open /dev/kfd read-write: Cannot allocate memory\n"
-            "tolyprog is member of render group\nhsa api call failure at: /home/tolyprog/.cache/"
-            "yay/rocminfo/src/rocminfo-rocm-3.5.0/rocminfo.cc:1142\nCall returned "
-            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
-            "resources. This error may also occur when the core runtime library needs to spawn "
-            "threads or create internal OS-specific events.",
         ),
     ],
     "hsa_out_of_resources": [
@@ -351,12 +337,36 @@ MESSAGES: dict[str, list[tuple[str, str]]] = {
             ">>> import scipy.optimize\n>>> import torch\nSegmentation fault (core dumped)",
         ),
     ],
-    "hsa_runtime_error": [
+    # Answered by the HSA status table (rlamd/doctor/codes/hsa.toml) since the catch-all
+    # "another HSA error" row gave way to it.
+    "hsa:HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS": [
         (
             "https://github.com/ROCm/ROCR-Runtime/issues/198",
             "Failure to load binary image ... Error in hsa_executable_load_code_object: "
             "HSA_STATUS_ERROR_INCOMPATIBLE_ARGUMENTS: The arguments passed to a functions are not "
             "compatible.",
+        ),
+    ],
+    # The kernel log's side of the same fault: the driver-layer row (the process itself
+    # prints "Memory access fault by GPU", the first entry of memory_access_fault).
+    "gpu_page_fault_dmesg": [
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/5051",
+            "Jan 09 18:55:45 alexpc kernel: amdgpu 0000:0b:00.0: amdgpu: [gfxhub] page fault "
+            "(src_id:0 ring:24 vmid:8 pasid:32792)",
+        ),
+    ],
+    # Was kfd_missing's; the /dev/kfd ENOMEM row (groups, unsupported card, PCIe atomics)
+    # now names it more precisely.
+    "kfd_open_enomem": [
+        (
+            "https://github.com/ROCm/legacy-rocm-build/issues/1148",
+            "ROCk module is loaded\nUnable to open /dev/kfd read-write: Cannot allocate memory\n"
+            "tolyprog is member of render group\nhsa api call failure at: /home/tolyprog/.cache/"
+            "yay/rocminfo/src/rocminfo-rocm-3.5.0/rocminfo.cc:1142\nCall returned "
+            "HSA_STATUS_ERROR_OUT_OF_RESOURCES: The runtime failed to allocate the necessary "
+            "resources. This error may also occur when the core runtime library needs to spawn "
+            "threads or create internal OS-specific events.",
         ),
     ],
 }

@@ -7,7 +7,7 @@ import io
 import json
 
 from rlamd.doctor.__main__ import main
-from rlamd.doctor.known_errors import KNOWN_ERRORS, explain_log
+from rlamd.doctor.known_errors import explain_log
 
 from .known_error_messages import MESSAGES
 
@@ -49,7 +49,7 @@ def test_a_message_wrapped_over_lines_is_found_at_its_first_line():
 def test_every_real_message_in_one_log_is_found():
     log = "\n".join(NOISE + text for found in MESSAGES.values() for _, text in found)
     keys = {m.error.key for m in explain_log(log)}
-    assert keys == {e.key for e in KNOWN_ERRORS}
+    assert keys >= set(MESSAGES)
     assert explain_log(NOISE * 50) == []
 
 
@@ -58,7 +58,7 @@ def test_explain_file_prints_each_with_its_line(tmp_path, capsys):
     log.write_text(_log())
     assert main(["--explain-file", str(log)]) == 0
     out = capsys.readouterr().out
-    assert out.startswith(f"3 known error(s) in {log}, first one first:")
+    assert f"\n3 known error(s) in {log}, first one first:\n" in out
     assert out.index("line 2: amdgpu.ids") < out.index("line 7: rocBLAS error")
     assert "HSA_OVERRIDE_GFX_VERSION=10.3.0" in out and "seen in: https://github.com/" in out
 
@@ -76,7 +76,7 @@ def test_explain_file_without_a_known_error_or_a_file(tmp_path, capsys):
     log = tmp_path / "ok.log"
     log.write_text(NOISE * 5)
     assert main(["--explain-file", str(log)]) == 1
-    assert f"No known error in {log}" in capsys.readouterr().out
+    assert f"No known error matches anything in {log}" in capsys.readouterr().out
     assert main(["--explain-file", str(tmp_path / "missing.log")]) == 2
     err = capsys.readouterr().err
     assert "missing.log" in err and "No such file" in err and "give a log file or -" in err

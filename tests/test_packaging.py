@@ -50,6 +50,29 @@ def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
     assert out[0].startswith(str(site)) and out[1].startswith(str(site))
 
 
+def test_wheel_ships_the_doctors_data_files(tmp_path):
+    """The known errors and code tables are TOML beside the code: a non-editable install
+    must carry every one, and the doctor must read them from there."""
+    wheel = _build_wheel(tmp_path / "dist")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    data = sorted(
+        p.relative_to(ROOT).as_posix()
+        for folder in ("errors", "codes")
+        for p in (ROOT / "rlamd" / "doctor" / folder).glob("*.toml")
+    )
+    assert len(data) >= 10 and set(data) <= names, set(data) - names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    out = subprocess.run(
+        [sys.executable, "-m", "rlamd.doctor", "--explain", "hipErrorLaunchOutOfResources"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0 and "hipErrorLaunchOutOfResources" in out.stdout, out.stderr
+
+
 def test_a_copied_source_tree_imports_its_own_agents_and_envs(tmp_path):
     """What `ray job submit --working-dir .` ships: the job imports rlamd from the copy,
     and rlamd.agents / rlamd.envs must come from the same copy."""
@@ -157,3 +180,5 @@ def test_wheel_in_a_fresh_venv_trains_evaluates_and_runs_the_doctor(tmp_path):
     assert '"episodes": 2' in result
     doctor = run("-m", "rlamd.doctor", "--json")
     assert json.loads(doctor)["usable"] is True
+    explained = run("-m", "rlamd.doctor", "--explain", "HSA_STATUS_ERROR_INVALID_ISA", "--json")
+    assert json.loads(explained)["matches"][0]["key"] == "invalid_isa"

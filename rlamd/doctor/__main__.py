@@ -16,7 +16,7 @@ import sys
 from rlamd.device import DEFAULT_HIP_ALLOC_CONF, DEVICE_HELP
 
 from .checks import FAIL, LAYERS, PASS, SKIP, WARN, Report, diagnose
-from .known_errors import KNOWN_ERRORS, KnownError, explain, explain_log, format_explanation
+from .explainer import explain_file_text, explain_text, render_file, render_message
 from .system import System
 
 _COLOURS = {PASS: "\033[32m", WARN: "\033[33m", FAIL: "\033[31m", SKIP: "\033[90m"}
@@ -52,40 +52,16 @@ def format_report(report: Report, colour: bool) -> str:
     return "\n".join(lines)
 
 
-def _as_dict(e: KnownError) -> dict:
-    return {
-        "key": e.key,
-        "title": e.title,
-        "causes": list(e.causes),
-        "fixes": list(e.fixes),
-        "source": e.source,
-    }
+def _explain(message: str, *, as_json: bool, system: System | None) -> int:
+    """Print the known errors matching ``message`` with this machine's fixes; exit status
+    0 when one matched, 1 when none did (then: what was recognised, the next commands and
+    a report to paste)."""
+    result = explain_text(message, system)
+    print(json.dumps(result) if as_json else render_message(result))
+    return 0 if result["matches"] else 1
 
 
-def _no_match() -> str:
-    known = "\n".join(f"  - {e.title}" for e in KNOWN_ERRORS)
-    return (
-        "No known error matches. Known errors:\n"
-        + known
-        + "\nRun `python -m rlamd.doctor` to check the machine layer by layer."
-    )
-
-
-def _explain(message: str, *, as_json: bool) -> int:
-    """Print the known errors matching ``message``; exit status 0 when one matched."""
-    rows = explain(message)
-    if as_json:
-        print(json.dumps({"message": message, "matches": [_as_dict(e) for e in rows]}))
-    elif rows:
-        print("\n\n".join(format_explanation(e) for e in rows))
-    else:
-        print(
-            _no_match().replace("No known error matches.", "No known error matches that message.")
-        )
-    return 0 if rows else 1
-
-
-def _explain_file(path: str, *, as_json: bool) -> int:
+def _explain_file(path: str, *, as_json: bool, system: System | None) -> int:
     """Every known error in a log file (``-``: stdin), first one first, with its line.
 
     Exit status 0 when one matched, 1 when none did, 2 when the file cannot be read.
@@ -102,20 +78,12 @@ def _explain_file(path: str, *, as_json: bool) -> int:
             file=sys.stderr,
         )
         return 2
-    found = explain_log(text)
-    if as_json:
-        rows = [{"line_no": m.line_no, "line": m.line, **_as_dict(m.error)} for m in found]
-        print(json.dumps({"file": path, "matches": rows}))
-    elif found:
-        blocks = [f"line {m.line_no}: {m.line}\n{format_explanation(m.error)}" for m in found]
-        name = "stdin" if path == "-" else path
-        print(f"{len(found)} known error(s) in {name}, first one first:\n\n" + "\n\n".join(blocks))
-    else:
-        print(_no_match().replace("No known error matches.", f"No known error in {path}."))
-    return 0 if found else 1
+    result = explain_file_text(path, text, system)
+    print(json.dumps(result) if as_json else render_file(result))
+    return 0 if result["matches"] else 1
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, system: System | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m rlamd.doctor", description=(__doc__ or "").split("\n\n")[1]
     )
@@ -132,18 +100,24 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--no-app", action="store_true", help="skip the operations run on the device")
     p.add_argument(
+        "--no-machine",
+        action="store_true",
+        help="with --explain/--explain-file: leave this machine's facts out (a log from elsewhere)",
+    )
+    p.add_argument(
         "--timeout",
         type=float,
         default=5.0,
         help="seconds each external command may take (default: 5)",
     )
     args = p.parse_args(argv)
+    here = None if args.no_machine else (system or System(timeout=args.timeout))
     if args.explain is not None:
-        return _explain(args.explain, as_json=args.json)
+        return _explain(args.explain, as_json=args.json, system=here)
     if args.explain_file is not None:
-        return _explain_file(args.explain_file, as_json=args.json)
+        return _explain_file(args.explain_file, as_json=args.json, system=here)
     try:
-        report = diagnose(System(timeout=args.timeout), args.device, app=not args.no_app)
+        report = diagnose(system or System(timeout=args.timeout), args.device, app=not args.no_app)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
