@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlamd.bench.__main__ import main
-from rlamd.bench.peers import PeerUnavailable
+from rlamd.bench.peer import BasePeer, get
 
 
 @pytest.mark.slow
@@ -56,32 +56,24 @@ def test_results_json_schema(tmp_path, capsys):
 
 def test_missing_peer_is_skipped_with_a_note(monkeypatch):
     import rlamd.bench.dqn as dqn_bench
-    import rlamd.bench.peers as peers
 
-    def missing():
-        raise PeerUnavailable("stable_baselines3 not importable (ImportError: no module)")
-
-    monkeypatch.setattr(peers, "sb3", missing)
+    sb3 = get("sb3")
+    monkeypatch.setattr(sb3, "unavailable", lambda: "stable_baselines3 not importable (test)")
     notes: list[str] = []
     figures = dqn_bench.run_dqn_suite(
         batches=(32,), iters=2, repeats=1, precisions=("fp32",), warm=64, notes=notes
     )
-    assert notes and notes[0].startswith(
-        "Stable-Baselines3 skipped: stable_baselines3 not importable"
-    )
+    assert "Stable-Baselines3 skipped: stable_baselines3 not importable (test)" in notes
     assert figures and not any("sb3" in f.name for f in figures)
 
 
 def test_missing_torchrl_is_skipped_with_a_note(monkeypatch):
     import rlamd.bench.replay as replay_bench
 
-    def missing(*a, **k):
-        raise PeerUnavailable("torchrl not importable")
-
-    monkeypatch.setattr(replay_bench, "torchrl_prioritized_sampler", missing)
+    monkeypatch.setattr(get("torchrl"), "unavailable", lambda: "torchrl not importable")
     notes: list[str] = []
     figures = replay_bench.run_replay_suite(capacity=2**12, iters=3, repeats=1, notes=notes)
-    assert any(n.startswith("TorchRL skipped") for n in notes)
+    assert "TorchRL skipped: torchrl not importable" in notes
     assert not any("torchrl" in f.name for f in figures)
     assert any(f.name == "replay/bytes_per_atari_transition" for f in figures)
 
@@ -215,8 +207,8 @@ def test_contention_suite_end_to_end_on_cartpole():
     figures = run_contention_suite(seconds=1.5, algos=("ppo",), env_name="cartpole", notes=notes)
     assert {f.meta["mode"] for f in figures} == {"budget", "untuned"}
     assert all(f.median > 0 for f in figures)
-    # SB3 plays only Breakout here; without the bench extra (as in CI) it is not installed.
-    assert any("SB3 skipped" in n or "Stable-Baselines3 skipped" in n for n in notes), notes
+    # The peers play only Breakout here (or, without the bench extra, are not installed).
+    assert any("Stable-Baselines3 skipped" in n for n in notes), notes
 
 
 def test_the_like_for_like_row_runs_sb3s_algorithm():
@@ -224,9 +216,7 @@ def test_the_like_for_like_row_runs_sb3s_algorithm():
     import rlamd.bench.dqn as dqn_bench
     from rlamd.replay import PrioritizedReplayBuffer
 
-    loop, agent = dqn_bench._rlamd_setup(
-        32, "fp32", torch.device("cpu"), 64, **dqn_bench.SB3_ALGORITHM
-    )
+    loop, agent = dqn_bench._loop(32, "fp32", torch.device("cpu"), 64, **get("sb3").dqn_algorithm())
     try:
         assert not isinstance(loop.buffer, PrioritizedReplayBuffer)
         assert (agent.cfg.n_step, agent.cfg.double_q, agent.cfg.dueling) == (1, False, False)
@@ -274,20 +264,18 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
 def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
     import importlib
 
-    from rlamd.bench.__main__ import _RUNNERS
+    from rlamd.bench.__main__ import _RUNNERS, _run
     from rlamd.bench.common import MIN_REPEATS
 
     seen: dict[str, int] = {}
-    for suite in _RUNNERS:
-        if suite == "allreduce":  # no repeats: one timing per message size, median of iters
-            continue
-        module = importlib.import_module(f"rlamd.bench.{suite}")
+    for suite, (module, func, _) in _RUNNERS.items():
 
         def fake(*args, _suite=suite, **kwargs):
-            seen[_suite] = kwargs["repeats"]
-            return []
+            seen[_suite] = kwargs.get("repeats", kwargs.get("iters"))
+            return [object()]
 
-        monkeypatch.setattr(module, f"run_{suite}_suite", fake)
-        _RUNNERS[suite](torch.device("cpu"), quick, False, [])
-    assert set(seen) == set(_RUNNERS) - {"allreduce"}
+        monkeypatch.setattr(importlib.import_module(f"rlamd.bench.{module}"), func, fake)
+        _run(suite, torch.device("cpu"), quick, False, [])
+    assert set(seen) == set(_RUNNERS)
+    seen.pop("allreduce")  # no repeats: one timing per message size, median of iters
     assert all(r >= MIN_REPEATS for r in seen.values()), seen

@@ -89,9 +89,8 @@ def test_rllib_is_skipped_without_ray(monkeypatch, tmp_path, capsys):
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, find_spec says None
     proto = race.RaceProtocol("cartpole", 450.0, ("ppo",), 1.0, 2500, 10, 1, "cpu")
-    assert (
-        race._skip_reason("rllib", proto, "ppo")
-        == "Ray not installed (bash scripts/setup.sh --ray)"
+    assert race._skip_reason("rllib", proto, "ppo").startswith(
+        "ray.rllib.algorithms.ppo not importable"
     )
     args = ["rllib", "--env", "cartpole", "--algo", "ppo", "--eval-every", "100"]
     code = race_child.main(
@@ -103,12 +102,17 @@ def test_rllib_is_skipped_without_ray(monkeypatch, tmp_path, capsys):
 
 
 def test_installed_peers_without_a_recipe_are_skipped(monkeypatch):
-    monkeypatch.setattr(race.importlib.util, "find_spec", lambda name: object())  # installed
+    from rlamd.bench.peer import get
+
+    for name in ("sb3", "rllib", "samplefactory"):
+        monkeypatch.setattr(get(name), "unavailable", lambda: None)  # installed
     acrobot = race.RaceProtocol("acrobot", -100.0, ("dqn",), 1.0, 2500, 10, 1, "cpu")
     assert race._skip_reason("sb3", acrobot, "dqn") == "no RL Zoo recipe for acrobot / dqn"
     pong = race.RaceProtocol("pong", -15.0, ("ppo",), 1.0, 50_000, 8, 1, "cpu")
     assert race._skip_reason("sb3", pong, "ppo") is None  # the Zoo's atari entry
     assert race._skip_reason("rllib", pong, "ppo").endswith("in this bench (CartPole only)")
+    assert race._skip_reason("samplefactory", pong, "ppo") is None  # its Atari defaults
+    assert "APPO" in race._skip_reason("samplefactory", pong, "dqn")
     assert race._skip_reason("rlamd", pong, "ppo") is None
 
 
@@ -120,6 +124,7 @@ def test_rlamd_runs_the_real_trainer_with_the_shared_protocol(tmp_path):
     assert flags["--eval-every"] == "2500" and flags["--eval-episodes"] == "10"
     assert flags["--threads"] == "2" and flags["--seed"] == "3" and flags["--run-name"] == "x"
     assert settings["steps"] == 60_000 and "preset" in settings["source"]  # rlamd's preset
+    assert settings["tag"] == "rlamd preset"
     peer, _, rec = race.command("sb3", proto, "dqn", 3, tmp_path / "runs" / "y")
     assert peer[peer.index("--eval-epsilon") + 1] == "0.0"  # rlamd's CartPole eval epsilon
     assert rec["steps"] == 50_000 and "rl-baselines3-zoo" in rec["source"]
@@ -135,7 +140,7 @@ def test_results_json_table_and_chart(monkeypatch, tmp_path, capsys):
         return cmd, folder / "evals.csv", {"source": f"fake {who}"}
 
     def skip(who, proto, algo):
-        return "Ray not installed (test)" if who == "rllib" else None
+        return None if who in curves else f"{who} not installed (test)"
 
     monkeypatch.setattr(race, "command", fake_command)
     monkeypatch.setattr(race, "_skip_reason", skip)
@@ -162,7 +167,8 @@ def test_results_json_table_and_chart(monkeypatch, tmp_path, capsys):
     assert (sb3["reached"], sb3["stopped"], sb3["best_score"]) == (False, "minutes", 300.0)
     assert sb3["seconds_to_target"] is None and sb3["recipe"]["source"] == "fake sb3"
     assert doc["skipped"] == [
-        {"contender": "rllib", "algo": "dqn", "reason": "Ray not installed (test)"}
+        {"contender": who, "algo": "dqn", "reason": f"{who} not installed (test)"}
+        for who in ("rllib", "samplefactory")
     ]
     assert doc["summary"][0] == {
         "algo": "dqn", "contender": "rlamd", "runs": 1, "reached": 1,
@@ -183,7 +189,8 @@ def test_bad_flags_say_what_is_accepted(capsys):
     with pytest.raises(SystemExit):
         race.main(["cartpole", "--target", "450", "--contenders", "rlamd,sb"])
     assert (
-        "unknown 'sb'; accepted: rlamd, sb3, rllib. Did you mean 'sb3'?" in capsys.readouterr().err
+        "unknown 'sb'; accepted: rlamd, sb3, rllib, samplefactory. Did you mean 'sb3'?"
+        in capsys.readouterr().err
     )
 
 
@@ -216,7 +223,7 @@ def test_a_real_race_on_cartpole(tmp_path):
     assert mine["evaluations"][0]["episodes"] == 10
     assert (out / "runs" / "dqn_rlamd_s1" / "checkpoint.pt").exists()  # stopped cleanly
     contenders = {r["contender"] for r in doc["runs"]} | {s["contender"] for s in doc["skipped"]}
-    assert contenders == {"rlamd", "sb3", "rllib"}
+    assert contenders == {"rlamd", "sb3", "rllib", "samplefactory"}
 
 
 @pytest.mark.slow

@@ -2,12 +2,11 @@
 
 With Ray installed, two rlamd learner actors form their torch.distributed group exactly
 as ``--ray --num-learners 2`` does (``nccl`` -- RCCL on ROCm -- when each gets a GPU,
-``gloo`` on CPUs) and all-reduce float32 tensors from 8 B upwards. Without Ray, two
-local processes form a gloo group instead, and a note says so. Reported per size: time,
-algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n, the figure
-comparable across rank counts).
-
-For scale: the Nature-CNN DQN's gradients are 1.69M float32 = 6.7 MB per update.
+``gloo`` on CPUs) and all-reduce float32 tensors from 8 B upwards, doubling. Without Ray,
+two local processes form a gloo group instead, and a note says so. Reported per size:
+time, algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n, the figure
+comparable across rank counts). For scale: the Nature-CNN DQN's gradients are 1.69M
+float32 = 6.7 MB per update.
 """
 
 from __future__ import annotations
@@ -21,18 +20,17 @@ from .common import Figure, print_table
 __all__ = ["run_allreduce_suite"]
 
 
-def _member(rank: int, world: int, sizes: list[int], iters: int) -> list[tuple[int, list[float]]]:
+def _member(rank: int, world: int, sizes: list[int], iters: int):
     from rlamd.distributed.sync import time_allreduce
 
     return time_allreduce(torch.device("cpu"), sizes, iters)
 
 
-def _between_ray_learners(sizes: list[int], iters: int, gpus: float) -> tuple[list, str]:
-    import ray
-
+def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]:
     from rlamd.config.sections import RunConfig
     from rlamd.distributed.driver import _RayLearner
 
+    gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
     sections = RunConfig.from_dict(
         {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
     )
@@ -55,12 +53,7 @@ def run_allreduce_suite(
     max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None
 ) -> list[Figure]:
     """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
-    world = 2
-    sizes = []
-    n = 8
-    while n <= max_bytes:  # doubling, as all_reduce_perf -f 2 does
-        sizes.append(n)
-        n *= 2
+    world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
     try:
         import ray
     except ImportError:
@@ -70,9 +63,10 @@ def run_allreduce_suite(
         if started:
             ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
         try:
-            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= world else 0.0
-            results, backend = _between_ray_learners(sizes, iters, gpus)
-            where = "two Ray learner actors"
+            (results, backend), where = (
+                _between_ray_learners(ray, sizes, iters),
+                "two Ray learner actors",
+            )
         finally:
             if started:
                 ray.shutdown()
@@ -80,46 +74,21 @@ def run_allreduce_suite(
         from rlamd.distributed.sync import run_group
 
         if notes is not None:
-            notes.append(
-                "allreduce: Ray not installed, measured between two local processes (gloo) instead of two Ray learners"
-            )
+            notes.append("allreduce: Ray not installed, measured between two local processes (gloo) "
+                         "instead of two Ray learners")  # fmt: skip
         results, backend, where = (
             run_group(_member, world, sizes, iters)[0],
             "gloo",
             "two processes",
         )
-    return _report(results, backend, where, world, iters)
-
-
-def _report(
-    results: list[tuple[int, list[float]]], backend: str, where: str, world: int, iters: int
-) -> list[Figure]:
-    """Figures (bus bandwidth per size) from per-size timings; prints the table."""
-    figures, rows = [], []
-    factor = 2 * (world - 1) / world
+    figures, rows, factor = [], [], 2 * (world - 1) / world
     for nbytes, times in results:
         t = statistics.median(times)
         algbw = nbytes / t / 1e9
-        busbw = algbw * factor
-        bus = [nbytes / x / 1e9 * factor for x in times]
-        figures.append(
-            Figure(
-                f"allreduce/{backend}/{nbytes}B",
-                "GB/s busbw",
-                busbw,
-                min(bus),
-                max(bus),
-                bus,
-                {
-                    "bytes": nbytes,
-                    "time_us": t * 1e6,
-                    "algbw": algbw,
-                    "ranks": world,
-                    "between": where,
-                },
-            )
-        )
-        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{busbw:.3g}"))
+        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw",
+                                 [nbytes / x / 1e9 * factor for x in times], bytes=nbytes,
+                                 time_us=t * 1e6, algbw=algbw, ranks=world, between=where))  # fmt: skip
+        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
     print(f"\nallreduce: {world} ranks ({where}), {name}, float32, median of {iters}")
     print_table(rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))

@@ -1,5 +1,6 @@
-"""Timing helpers shared by every benchmark: warm-up excluded, contenders interleaved
-(A B A B ...), medians of repeats and ratios per round with their spread."""
+"""The measurement core every suite uses: warm-up excluded, contenders interleaved
+(A B A B ...), medians of repeats, ratios per round with their spread, the peers each
+measurement takes part in, and the tables."""
 
 from __future__ import annotations
 
@@ -13,23 +14,12 @@ from typing import Any
 
 import torch
 
-__all__ = [
-    "MIN_REPEATS",
-    "Contender",
-    "Figure",
-    "Ratio",
-    "StepCost",
-    "distinct_precisions",
-    "interleave",
-    "machine_info",
-    "measure",
-    "note_ratio",
-    "print_table",
-    "ratio",
-    "step_cost",
-    "sync",
-    "timed",
-]
+from .peer import Peer, PeerUnavailable, peers
+
+__all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
+
+MIN_REPEATS = 3
+"""Timed repeats the command line gives every compared figure (interleaved A B A B ...)."""
 
 
 def sync(device: torch.device | str | None) -> None:
@@ -50,12 +40,12 @@ class Figure:
     repeats: list[float] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, name: str, unit: str, values: list[float], **meta: Any) -> Figure:
+        return cls(name, unit, statistics.median(values), min(values), max(values), values, meta)
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-MIN_REPEATS = 3
-"""Timed repeats the command line gives every compared figure (interleaved A B A B ...)."""
 
 
 @dataclass(frozen=True)
@@ -71,19 +61,14 @@ class Contender:
     """Called before the first round instead of ``run`` (default: ``run``, untimed)."""
 
 
-def timed(
-    fn: Callable[[], int | float],
-    *,
-    device: torch.device | str | None = None,
-    per: str = "rate",
-) -> Callable[[], float]:
-    """A repeat that times one call of ``fn`` (which returns the units of work it did).
-
-    With ``per="rate"`` the value is work per second; with ``per="us"`` microseconds per
-    unit of work. Queued GPU work on ``device`` is waited for before and after.
-    """
-    if per not in ("rate", "us"):
-        raise ValueError(f"per={per!r}; accepted: 'rate' or 'us'")
+def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> Callable[[], float]:
+    """A repeat timing one call of ``fn`` (which returns the units of work it did): work per
+    second (``per="rate"``) or microseconds per unit (``"us"``); ``"self"``: ``fn``
+    measures itself and returns its figure. Queued GPU work is waited for."""
+    if per not in ("rate", "us", "self"):
+        raise ValueError(f"per={per!r}; accepted: 'rate', 'us' or 'self'")
+    if per == "self":
+        return fn
 
     def run() -> float:
         sync(device)
@@ -100,10 +85,9 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
     """Time ``contenders`` in rounds, A B C A B C ..., ``repeats`` rounds after warm-up.
 
     Every contender is warmed up ``warmup`` times (untimed) first. Round ``i`` times each
-    contender once, in the order given, so a machine that drifts (a neighbour starting,
-    clocks throttling) hits every contender alike; :func:`ratio` compares two figures
-    round by round. Returns one :class:`Figure` per contender, in order, with its
-    repeats in round order (median, min and max over them).
+    once, in the order given, so a machine that drifts hits every contender alike;
+    :func:`ratio` compares two figures round by round. Returns one :class:`Figure` per
+    contender, its repeats in round order.
     """
     if repeats < 1:
         raise ValueError(f"repeats={repeats}; accepted: an integer >= 1")
@@ -117,31 +101,16 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
     for _ in range(repeats):
         for c, vs in zip(contenders, values, strict=True):
             vs.append(float(c.run()))
-    figures = []
+    out = []
     for c, vs in zip(contenders, values, strict=True):
-        meta = {"repeats": repeats, **c.meta}
-        if len(contenders) > 1:
-            meta["interleaved_with"] = [n for n in names if n != c.name]
-        figures.append(Figure(c.name, c.unit, statistics.median(vs), min(vs), max(vs), vs, meta))
-    return figures
+        others = {"interleaved_with": [n for n in names if n != c.name]} if len(names) > 1 else {}
+        out.append(Figure.of(c.name, c.unit, vs, repeats=repeats, **c.meta, **others))
+    return out
 
 
-def measure(
-    name: str,
-    unit: str,
-    fn: Callable[[], int | float],
-    *,
-    repeats: int = 5,
-    warmup: int = 1,
-    device: torch.device | str | None = None,
-    per: str = "rate",
-    **meta: Any,
-) -> Figure:
-    """One figure alone: :func:`interleave` with a single contender timing ``fn``.
-
-    ``fn`` returns how many units of work it did (steps, updates). With ``per="rate"``
-    the figure is work per second; with ``per="us"`` microseconds per unit of work.
-    """
+def measure(name: str, unit: str, fn: Callable[[], float], *, repeats: int = 5, warmup: int = 1,
+            device: Any = None, per: str = "rate", **meta: Any) -> Figure:  # fmt: skip
+    """One figure alone: :func:`interleave` with a single contender timing ``fn``."""
     run = timed(fn, device=device, per=per)
     return interleave([Contender(name, unit, run, meta)], repeats=repeats, warmup=warmup)[0]
 
@@ -160,19 +129,11 @@ class Ratio:
         return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
 
     def cell(self) -> str:
-        """``1.55 (1.40-1.62)`` for a table's ratio column."""
         return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f})"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"median": self.median, "min": self.low, "max": self.high, "rounds": self.rounds}
 
 
 def ratio(a: Figure, b: Figure) -> Ratio:
-    """``a / b`` round by round (figures from the same :func:`interleave` call).
-
-    Raises:
-        ValueError: the figures have different numbers of repeats (not one interleaving).
-    """
+    """``a / b`` round by round; ValueError for figures not from one :func:`interleave`."""
     if len(a.repeats) != len(b.repeats) or not a.repeats:
         raise ValueError(
             f"{a.name} has {len(a.repeats)} repeats and {b.name} {len(b.repeats)}; a ratio "
@@ -184,27 +145,41 @@ def ratio(a: Figure, b: Figure) -> Ratio:
 
 def note_ratio(f: Figure, key: str, r: Ratio) -> None:
     """Record ``r`` in ``f.meta``: ``key`` (the median) and ``key + "_range"`` (min, max)."""
-    f.meta[key] = r.median
-    f.meta[f"{key}_range"] = [r.low, r.high]
+    f.meta[key], f.meta[f"{key}_range"] = r.median, [r.low, r.high]
+
+
+def each_peer(measurement: str, on: bool, notes: list[str], build: Callable[[Peer], Any]) -> list:
+    """``[(peer, build(peer))]`` for every registered peer taking part in ``measurement``;
+    one that is not installed, or raises :class:`PeerUnavailable`, gets a note instead."""
+    built = []
+    for peer in peers(measurement) if on else []:
+        try:
+            if (reason := peer.unavailable()) is not None:
+                raise PeerUnavailable(reason)
+            built.append((peer, build(peer)))
+        except PeerUnavailable as exc:
+            notes.append(f"{peer.label} skipped: {exc}")
+    return built
+
+
+def peer_ratios(base: Figure, peer_figs: list[tuple[Peer, Figure]], what: str) -> list[str]:
+    """``base / peer`` per round into ``base.meta["ratio_to_NAME"]``; one line each."""
+    lines = []
+    for peer, f in peer_figs:
+        r = ratio(base, f)
+        note_ratio(base, f"ratio_to_{peer.name}", r)
+        lines.append(f"{r.median:.2f}x {peer.label}'s {what} (rounds {r.low:.2f}-{r.high:.2f})")
+    return lines
 
 
 def distinct_precisions(precisions: tuple[str, ...], device: torch.device | str) -> list[str]:
-    """``precisions`` resolved on ``device`` (``auto`` -> bf16, fp16 or fp32), each once.
-
-    On a CPU without native bf16, ``("auto", "fp32")`` is just ``["fp32"]``: two
-    contenders with the same precision would be the same figure twice.
-    """
+    """``precisions`` resolved on ``device`` (``auto`` -> bf16, fp16 or fp32), each once."""
     from rlamd.device import describe_device
     from rlamd.precision import resolve_precision
 
     device = torch.device(device)
     native = describe_device(device).bf16
-    out: list[str] = []
-    for p in precisions:
-        mode = resolve_precision(p, device, native)
-        if mode not in out:
-            out.append(mode)
-    return out
+    return list(dict.fromkeys(resolve_precision(p, device, native) for p in precisions))
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
@@ -213,128 +188,58 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
     info = describe_device(device)
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
+        "python": platform.python_version(), "torch": torch.__version__,
+        "hip": info.hip_version, "cuda": info.cuda_version, "device": info.to_dict(),
         "torch_threads": torch.get_num_threads(),
-    }
+    }  # fmt: skip
 
 
 def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
     """A plain fixed-width table on stdout."""
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    print(line)
-    print("-" * len(line))
+    print(f"{line}\n{'-' * len(line)}")
     for r in rows:
         print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
 
 
-# Host-side runtime calls that put work on a GPU queue (CUDA and HIP names; Triton
-# launches through the driver API, cuLaunchKernel / hipModuleLaunchKernel).
-_LAUNCH_CALLS = (
-    "LaunchKernel",
-    "GraphLaunch",
-    "MemcpyAsync",
-    "MemsetAsync",
-    "hipMemcpyWithStream",
-    "cudaMemcpy",
-    "hipMemcpy",
-    "hipMemset",
-    "cudaMemset",
-)
-
-
+# Host calls that queue GPU work (CUDA and HIP names; Triton launches through the driver).
+_LAUNCH_CALLS = ("LaunchKernel", "GraphLaunch", "MemcpyAsync", "MemsetAsync", "hipMemcpyWithStream",
+                 "cudaMemcpy", "hipMemcpy", "hipMemset", "cudaMemset")  # fmt: skip
 # Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU.
-_NO_WORK = frozenset(
-    f"aten::{n}"
-    for n in (
-        "empty",
-        "empty_strided",
-        "empty_like",
-        "as_strided",
-        "as_strided_",
-        "view",
-        "_reshape_alias",
-        "reshape",
-        "resize_",
-        "resolve_conj",
-        "resolve_neg",
-        "_nnpack_available",
-        "detach",
-        "detach_",
-        "alias",
-        "t",
-        "transpose",
-        "permute",
-        "expand",
-        "unsqueeze",
-        "squeeze",
-        "select",
-        "slice",
-        "lift_fresh",
-        "to",
-        "_to_copy",
-        "set_",
-        "result_type",
-        "is_nonzero",
-        "unbind",
-        "split",
-        "chunk",
-        "narrow",
-        "flatten",
-        "contiguous",
-        "numpy_T",
-        "item",
-        "_local_scalar_dense",
-        "squeeze_",
-    )
-)
+_NO_WORK = frozenset(f"aten::{n}" for n in (
+    "empty empty_strided empty_like as_strided as_strided_ view _reshape_alias reshape resize_ "
+    "resolve_conj resolve_neg _nnpack_available detach detach_ alias t transpose permute expand "
+    "unsqueeze squeeze select slice lift_fresh to _to_copy set_ result_type is_nonzero unbind "
+    "split chunk narrow flatten contiguous numpy_T item _local_scalar_dense squeeze_").split())  # fmt: skip
 
 
 @dataclass
 class StepCost:
-    """What one call of a step costs: queue submissions, kernels, host and device time.
-
-    On the CPU ``kernels`` and ``launches`` count leaf ATen ops that do work (what would
-    be kernels on a GPU; views and allocations excluded) and ``device_us`` is None.
-    """
+    """What one call of a step costs. On the CPU ``kernels`` and ``launches`` count leaf
+    ATen ops doing work and ``device_us`` is None; ``kernels`` None: the profiler saw no
+    GPU activity at all."""
 
     launches: float
-    """Host submissions per call (kernel launches, graph launches, copies; GPUs)."""
     kernels: float | None
-    """Kernels (GPU; copies and fills not counted) or leaf ATen ops (CPU) per call; None
-    when the profiler recorded no GPU activity at all (a profiler that stopped seeing
-    the GPU, not a step without kernels)."""
     host_us: float
     """Host time to issue one call, without waiting for the GPU."""
     device_us: float | None
-    """Summed GPU kernel time per call (None on the CPU, or with ``kernels`` None)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     def cells(self) -> tuple[str, str, str, str]:
         """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
-
-        def cell(x: float | None) -> str:
-            return "-" if x is None else f"{x:,.0f}"
-
-        return cell(self.kernels), cell(self.launches), cell(self.host_us), cell(self.device_us)
+        vals = (self.kernels, self.launches, self.host_us, self.device_us)
+        return tuple("-" if x is None else f"{x:,.0f}" for x in vals)  # type: ignore[return-value]
 
 
 def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10) -> StepCost:
-    """Profile ``iters`` calls of ``fn`` (already warmed up) with ``torch.profiler``.
-
-    One more call runs first inside the profiler, unrecorded (its warm-up step): some
-    profiler versions drop the kernels at the start of a session.
-    """
+    """Profile ``iters`` calls of ``fn`` (warmed up) with ``torch.profiler``; one more call
+    runs first, unrecorded (some profilers drop the kernels at a session's start)."""
     from torch.autograd import DeviceType
 
     device = torch.device(device)
@@ -345,36 +250,26 @@ def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10
         fn()
     host_us = (time.perf_counter() - t0) / iters * 1e6
     sync(device)
-    activities = [torch.profiler.ProfilerActivity.CPU]
-    if gpu:
-        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    acts = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if gpu else []
+    )
     plan = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
-    with torch.profiler.profile(activities=activities, schedule=plan) as prof:
-        fn()
-        sync(device)
-        prof.step()
-        for _ in range(iters):
-            fn()
-        sync(device)
-        prof.step()
+    with torch.profiler.profile(activities=acts, schedule=plan) as prof:
+        for n in (1, iters):
+            for _ in range(n):
+                fn()
+            sync(device)
+            prof.step()
     events = prof.events()
-    if gpu:
-        on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
-        kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
-        launches = [
-            e
-            for e in events
-            if e.device_type == DeviceType.CPU and any(k in e.name for k in _LAUNCH_CALLS)
-        ]
-        if not on_gpu:
-            return StepCost(len(launches) / iters, None, host_us, None)
-        device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters
-        return StepCost(len(launches) / iters, len(kernels) / iters, host_us, device_us)
-    leaves = [
-        e
-        for e in events
-        if e.name.startswith("aten::")
-        and e.name not in _NO_WORK
-        and not any(c.name.startswith("aten::") for c in e.cpu_children)
-    ]
-    return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
+    if not gpu:
+        leaves = [e for e in events if e.name.startswith("aten::") and e.name not in _NO_WORK
+                  and not any(c.name.startswith("aten::") for c in e.cpu_children)]  # fmt: skip
+        return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
+    on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
+    kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
+    launches = sum(e.device_type == DeviceType.CPU and any(k in e.name for k in _LAUNCH_CALLS)
+                   for e in events) / iters  # fmt: skip
+    if not on_gpu:
+        return StepCost(launches, None, host_us, None)
+    device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters
+    return StepCost(launches, len(kernels) / iters, host_us, device_us)

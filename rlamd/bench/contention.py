@@ -1,64 +1,61 @@
 """PPO and DQN throughput alone and beside one busy single-threaded process.
 
-A second process on the machine (TensorBoard, an evaluation, another run, the other Ray
-actors) should cost rlamd about its share of the cores, not most of its throughput.
-Every figure here is measured in a child interpreter, because the OpenMP wait policy is
-fixed when torch loads; the parent only starts children and the neighbour
-(``python -c "while True: pass"``), which it always kills. Each child is built once and
-then measures a window when asked; the parent interleaves the windows (every condition
-alone and beside the neighbour once per round), so drift hits every condition alike. Conditions, in one run:
+A second process on the machine (TensorBoard, an evaluation, another run) should cost
+rlamd about its share of the cores, not most of its throughput. Every figure is measured
+in a child interpreter (``python -m rlamd.bench.contention --serve ALGO MODE``), because
+the OpenMP wait policy is fixed when torch loads; the parent only starts children and the
+neighbour (``python -c "while True: pass"``), which it always kills. Each child is built
+once and measures a window when asked; the parent interleaves the windows (every condition
+alone and beside the neighbour once per round). Conditions:
 
-* ``rlamd (budget)``: the thread plan of :mod:`rlamd.threads` (``plan_threads`` over
-  the affinity mask, ``apply_threads``, ale-py threads from the plan, idle OpenMP
-  threads asleep, torch's threads following the other processes' load with
-  ``LoadWatch``), what ``python -m rlamd.train`` uses on a CPU;
-* ``rlamd (untuned)``: the same loop with the libraries' own defaults (torch and ale-py
-  threads over every core, GNU OpenMP's spin-then-sleep), the behaviour before the
-  thread budget: the "before" figure;
-* ``SB3``: Stable-Baselines3's PPO and DQN with their defaults, when installed.
+* ``rlamd (budget)``: the thread plan of :mod:`rlamd.threads` (``plan_threads``,
+  ``apply_threads``, ale-py threads from the plan, idle OpenMP threads asleep, torch's
+  threads following the load with ``LoadWatch``), what ``python -m rlamd.train`` uses;
+* ``rlamd (untuned)``: the same loop with the libraries' own defaults: the "before";
+* every peer in the ``contention`` measurement, with rlamd's settings, when installed.
 
-Workloads (Breakout, the Nature CNN, on the CPU, as ``python -m rlamd.train`` runs them):
-PPO 8 envs x 128 steps, 4 epochs x 4 minibatches; DQN 8 envs, batch 32, one update per
-4 env steps, prioritized replay, after a short warm-up fill. SB3 gets the same settings.
-The ratio is the env steps/s beside the neighbour over the env steps/s alone, per round.
+Workloads (Breakout, the Nature CNN, on the CPU): PPO 8 envs x 128 steps, 4 epochs x 4
+minibatches; DQN 8 envs, batch 32, one update per 4 env steps, prioritized replay, after
+a short warm-up fill. The ratio is env steps/s beside the neighbour over alone, per round.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import select
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
-from .common import MIN_REPEATS, Contender, Figure, interleave, note_ratio, print_table, ratio
-from .contention_child import ALGOS, GAME, NUM_ENVS, run_child
+from .common import (
+    MIN_REPEATS,
+    Contender,
+    Figure,
+    each_peer,
+    interleave,
+    note_ratio,
+    print_table,
+    ratio,
+)
 
 __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
-# The busy neighbour: one single-threaded process that never sleeps.
+GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
-# Variables a child must not inherit for its mode to mean what it says.
-_THREAD_VARS = (
-    "OMP_WAIT_POLICY",
-    "KMP_BLOCKTIME",
-    "GOMP_SPINCOUNT",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "NUMBA_NUM_THREADS",
-)
+"""The busy neighbour: one single-threaded process that never sleeps."""
+_THREAD_VARS = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
+                "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")  # fmt: skip
 
 
 class busy_neighbour:
-    """``with busy_neighbour(active):`` runs one spinning process for the block (if active).
-
-    The process is killed and reaped on leaving the block, whatever happens inside it.
-    """
+    """``with busy_neighbour(active):`` one spinning process for the block, always reaped."""
 
     def __init__(self, active: bool = True) -> None:
-        self.active = active
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.active, self.proc = active, None
 
     def __enter__(self) -> busy_neighbour:
         if self.active:
@@ -71,16 +68,83 @@ class busy_neighbour:
             self.proc.wait()
 
 
-def _child_env(mode: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
-    if mode == "budget":
-        from rlamd.threads import OPENMP_ENV
+def _rlamd_iterate(algo: str, env_name: str, num_envs: int, threads: int | None, warm: int):
+    """The loop ``python -m rlamd.train`` runs; (iterate() -> env steps, close)."""
+    import torch
 
-        env.update(OPENMP_ENV)
+    from rlamd.agents.dqn import DQNConfig
+    from rlamd.algos import build_agent, get_algorithm
+    from rlamd.collector import Collector
+    from rlamd.config.sections import RunConfig, TrainConfig
+    from rlamd.envs import make_env
+
+    env = make_env(env_name, num_envs=num_envs, threads=threads)
+    train = TrainConfig(env=env_name, algo=algo, num_envs=num_envs, device="cpu", precision="fp32",
+                        steps=10**7, threads=threads)  # fmt: skip
+    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
+    collector = Collector(env, torch.device("cpu"), seed=0)
+    agent = build_agent(cfg, torch.device("cpu"), env)
+    loop = get_algorithm(algo).local_loop(cfg, collector, agent, 0, lambda _text: None)
+    while loop.step < warm and algo == "dqn":
+        loop.iterate()
+
+    def iterate() -> int:
+        before = loop.step
+        loop.iterate()
+        return loop.step - before
+
+    return iterate, collector.close
+
+
+def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
+    """(iterate() -> env steps, close, thread line) for one condition, in this process."""
+    import torch
+
+    threads, watch = None, None
+    line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
+    if mode == "budget":
+        from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
+
+        plan = plan_threads(None, num_envs)  # as LocalEngine does on a CPU, default budget
+        apply_threads(plan)
+        threads, watch = plan.env_threads, LoadWatch(plan)
+        line = describe(plan).removeprefix("rlamd: ") + "; torch threads follow the load"
+    if mode in ("budget", "untuned"):
+        iterate, close = _rlamd_iterate(algo, env_name, num_envs, threads, warm)
     else:
-        # The libraries' own defaults: rlamd must not set its wait policy in this child.
-        env["RLAMD_OPENMP_DEFAULTS"] = "1"
-    return env
+        from .peer import get
+
+        iterate, close = get(mode).contention(algo, num_envs, warm)
+    if watch is None:
+        return iterate, close, line
+
+    def watched() -> int:
+        watch.update()
+        return iterate()
+
+    return watched, close, line
+
+
+def _window(iterate, seconds: float) -> float:
+    """One untimed iteration, then env steps/s over ``seconds`` of wall time."""
+    iterate()  # first-call allocations, kernel selection, caches after an idle wait
+    done, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        done += iterate()
+    return done / (time.perf_counter() - t0)
+
+
+def run_child(algo: str, mode: str, seconds: float, *, env_name: str = GAME,
+              num_envs: int = NUM_ENVS, warm: int = 1_000, chunks: int = 3) -> dict[str, Any]:  # fmt: skip
+    """One condition in this process: ``{"rates": [env steps/s per window], "threads": ...}``."""
+    iterate, close, line = _build(algo, mode, env_name, num_envs, warm)
+    try:
+        return {
+            "rates": [_window(iterate, seconds / chunks) for _ in range(chunks)],
+            "threads": line,
+        }
+    finally:
+        close()
 
 
 class _Child:
@@ -88,26 +152,32 @@ class _Child:
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
         self.algo, self.mode, self.timeout = algo, mode, timeout
-        cmd = [sys.executable, "-m", "rlamd.bench.contention_child", "--serve", algo, mode]
-        self.proc = subprocess.Popen(
-            [*cmd, "--env", env_name],
-            env=_child_env(mode),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
+        if mode == "budget":
+            from rlamd.threads import OPENMP_ENV
+
+            env.update(OPENMP_ENV)
+        else:  # the libraries' own defaults: rlamd must not set its wait policy in this child
+            env["RLAMD_OPENMP_DEFAULTS"] = "1"
+        cmd = [
+            sys.executable,
+            "-m",
+            "rlamd.bench.contention",
+            "--serve",
+            algo,
+            mode,
+            "--env",
+            env_name,
+        ]
+        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
         self.threads = self._answer()["threads"]
 
     def _answer(self) -> dict[str, Any]:
         """The child's next JSON line; RuntimeError (with its last words) when none comes."""
-        import select
-
-        assert self.proc.stdout is not None
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 1.0)
-            if ready:
+            if select.select([self.proc.stdout], [], [], 1.0)[0]:
                 line = self.proc.stdout.readline()
                 if line.startswith("{"):
                     return json.loads(line)
@@ -115,13 +185,10 @@ class _Child:
                     break
         self.close()
         tail = (self.proc.stderr.read() if self.proc.stderr else "").strip().splitlines()
-        raise RuntimeError(
-            f"{self.algo}/{self.mode} child failed (exit {self.proc.returncode}): "
-            f"{(tail or ['no output'])[-1]}"
-        )
+        raise RuntimeError(f"{self.algo}/{self.mode} child failed (exit {self.proc.returncode}): "
+                           f"{(tail or ['no output'])[-1]}")  # fmt: skip
 
     def measure(self, seconds: float) -> float:
-        assert self.proc.stdin is not None
         self.proc.stdin.write(f"measure {seconds}\n")
         self.proc.stdin.flush()
         return float(self._answer()["rate"])
@@ -129,7 +196,6 @@ class _Child:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                assert self.proc.stdin is not None
                 self.proc.stdin.write("quit\n")
                 self.proc.stdin.close()
                 self.proc.wait(timeout=30)
@@ -138,44 +204,7 @@ class _Child:
                 self.proc.wait()
 
 
-def _modes(peers: bool, env_name: str, notes: list[str]) -> list[str]:
-    """The conditions to measure: rlamd's two, plus SB3 when installed and on its game."""
-    modes = ["budget", "untuned"]
-    if peers:
-        from .peers import PeerUnavailable, sb3
-
-        try:
-            sb3()
-            if env_name == GAME:
-                modes.append("sb3")
-            else:
-                notes.append(f"contention: SB3 skipped on {env_name} (its runs play {GAME})")
-        except PeerUnavailable as exc:
-            notes.append(f"Stable-Baselines3 skipped: {exc}")
-    return modes
-
-
-def _start(
-    algo: str, modes: list[str], env_name: str, timeout: float, notes: list[str]
-) -> dict[str, _Child]:
-    """A child per mode, built and waiting; one that fails to start is left out, noted."""
-    children: dict[str, _Child] = {}
-    for mode in modes:
-        try:
-            children[mode] = _Child(algo, mode, env_name, timeout)
-        except (RuntimeError, OSError) as exc:
-            notes.append(f"contention {algo}/{mode}: {exc}")
-    return children
-
-
-def _algo_figures(
-    algo: str,
-    children: dict[str, _Child],
-    seconds: float,
-    env_name: str,
-    notes: list[str],
-    repeats: int,
-) -> list[Figure]:
+def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
     """Every child alone and beside the neighbour, in interleaved rounds of windows of
     ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
     window, dead = seconds / repeats, set()
@@ -194,90 +223,46 @@ def _algo_figures(
 
         return run
 
+    from rlamd.threads import cores_available
+
     contenders = [
-        Contender(
-            f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
-            "env steps/s",
-            once(mode, busy),
-            {
-                "algo": algo,
-                "mode": mode,
-                "neighbour": busy,
-                "threads": child.threads,
-                "seconds": window,
-                "env": env_name,
-                "cores": _cores(),
-            },
-        )
-        for mode, child in children.items()
-        for busy in (False, True)
+        Contender(f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}", "env steps/s", once(mode, busy),
+                  {"algo": algo, "mode": mode, "neighbour": busy, "threads": child.threads,
+                   "seconds": window, "env": env_name, "cores": cores_available()})
+        for mode, child in children.items() for busy in (False, True)
+    ]  # fmt: skip
+    return [
+        f for f in interleave(contenders, repeats=repeats, warmup=0) if f.meta["mode"] not in dead
     ]
-    figures = interleave(contenders, repeats=repeats, warmup=0)
-    return [f for f in figures if f.meta["mode"] not in dead]
 
 
-def _report(
-    figures: list[Figure],
-    rows: list[tuple[str, ...]],
-    algos: tuple[str, ...],
-    window: float,
-    env_name: str,
-) -> None:
-    print(
-        f"\ncontention on {_cores()} cores: {env_name}, {NUM_ENVS} envs, env steps/s alone and "
-        f'beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved windows '
-        f"of {window:.1f} s (every condition once per round); ratio: busy / alone per round, "
-        "median (min-max)"
-    )
-    print_table(rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"))
-    by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
-    for algo in algos:
-        new, old = by.get(("budget", algo, False)), by.get(("untuned", algo, False))
-        if new and old:
-            print(
-                f"{algo}: alone, budget / untuned = {ratio(new, old).text()} "
-                "(the thread budget must not cost throughput)"
-            )
+def run_contention_suite(seconds: float = 20.0, algos: tuple[str, ...] = ALGOS, peers: bool = True,
+                         env_name: str = GAME, notes: list[str] | None = None,
+                         repeats: int = MIN_REPEATS) -> list[Figure]:  # fmt: skip
+    """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
+    and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone
+    (median per round) and ``meta["ratio_range"]``. Peers play Breakout only."""
+    from rlamd.threads import cores_available
 
-
-def run_contention_suite(
-    seconds: float = 20.0,
-    algos: tuple[str, ...] = ALGOS,
-    peers: bool = True,
-    env_name: str = GAME,
-    notes: list[str] | None = None,
-    repeats: int = MIN_REPEATS,
-) -> list[Figure]:
-    """Measure every (algo, mode) alone and beside the neighbour; print the table.
-
-    One child per (algo, mode) is started and built once; the parent then asks each for
-    a window at a time, interleaved: every mode alone and beside the neighbour once per
-    round, ``repeats`` rounds.
-
-    Args:
-        seconds: timed wall time per condition, over all rounds (each child adds its
-            start-up once, and an untimed iteration per window).
-        algos: ``ppo`` and/or ``dqn``.
-        peers: measure Stable-Baselines3 too, when it is installed.
-        env_name: the game for rlamd (``cartpole`` for plumbing tests; SB3 skips then).
-        notes: receives a line for each skipped peer or failed condition.
-        repeats: rounds (windows per condition).
-
-    Returns:
-        Two figures per condition, ``contention/{mode}/{algo}/alone`` and ``.../busy``
-        (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone (median per
-        round) and ``meta["ratio_range"]``.
-    """
     notes = [] if notes is None else notes
-    modes = _modes(peers, env_name, notes)
-    timeout = 10 * seconds + 300
-    names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)", "sb3": "SB3"}
-    figures: list[Figure] = []
-    rows: list[tuple[str, ...]] = []
+    names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
+    modes = ["budget", "untuned"]
+    for peer, _ in each_peer("contention", peers, notes, lambda p: p):
+        if env_name == GAME:
+            modes.append(peer.name)
+            names[peer.name] = peer.label
+        else:
+            notes.append(f"contention: {peer.label} skipped on {env_name} (its runs play {GAME})")
+    figures, rows = [], []
     for algo in algos:
-        children = _start(algo, modes, env_name, timeout, notes)
+        children = {}
+        for mode in modes:
+            try:
+                children[mode] = _Child(algo, mode, env_name, 10 * seconds + 300)
+            except (RuntimeError, OSError) as exc:
+                notes.append(f"contention {algo}/{mode}: {exc}")
         try:
-            got = _algo_figures(algo, children, seconds, env_name, notes, repeats)
+            got = _figures(algo, children, seconds, env_name, notes, repeats)
         finally:
             for child in children.values():
                 child.close()
@@ -285,21 +270,41 @@ def run_contention_suite(
         for alone, busy in zip(got[::2], got[1::2], strict=True):
             r = ratio(busy, alone)
             note_ratio(busy, "ratio", r)
-            rows.append(
-                (
-                    algo,
-                    names[busy.meta["mode"]],
-                    f"{alone.median:,.0f}",
-                    f"{busy.median:,.0f}",
-                    r.cell(),
-                    alone.meta["threads"],
-                )
-            )
-    _report(figures, rows, algos, seconds / repeats, env_name)
+            rows.append((algo, names[busy.meta["mode"]], f"{alone.median:,.0f}", f"{busy.median:,.0f}",
+                         r.cell(), alone.meta["threads"]))  # fmt: skip
+    print(f"\ncontention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
+          f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
+          f"windows of {seconds / repeats:.1f} s (every condition once per round); ratio: busy / "
+          "alone per round, median (min-max)")  # fmt: skip
+    print_table(rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"))
+    by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
+    for algo in algos:
+        new, old = by.get(("budget", algo, False)), by.get(("untuned", algo, False))
+        if new and old:
+            print(f"{algo}: alone, budget / untuned = {ratio(new, old).text()} "
+                  "(the thread budget must not cost throughput)")  # fmt: skip
     return figures
 
 
-def _cores() -> int:
-    from rlamd.threads import cores_available
+def _serve(algo: str, mode: str, env_name: str) -> None:
+    """Build once, say ``{"ready": ...}``, then one JSON line per ``measure SECONDS``."""
+    iterate, close, line = _build(algo, mode, env_name, NUM_ENVS, 1_000)
+    try:
+        print(json.dumps({"ready": True, "threads": line}), flush=True)
+        for command in sys.stdin:
+            word, *rest = command.split()
+            if word == "quit":
+                break
+            print(
+                json.dumps({"rate": _window(iterate, float(rest[0])), "threads": line}), flush=True
+            )
+    finally:
+        close()
 
-    return cores_available()
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser(prog="python -m rlamd.bench.contention")
+    p.add_argument("--serve", nargs=2, metavar=("ALGO", "MODE"), required=True)
+    p.add_argument("--env", default=GAME)
+    a = p.parse_args()
+    _serve(*a.serve, a.env)

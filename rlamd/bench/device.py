@@ -9,53 +9,43 @@ from .common import Figure, measure, print_table
 __all__ = ["run_device_suite"]
 
 
-def _bandwidth_figures(device: torch.device, gpu: bool, quick: bool, repeats: int) -> list[Figure]:
-    """GB/s of host->device, device->host and device->device copies (pinned host memory
-    on GPUs)."""
-    mb = (64 if quick else 256) if gpu else (32 if quick else 128)
-    n = mb * 2**20 // 4
-    host = torch.empty(n, dtype=torch.float32, pin_memory=gpu)
-    host.fill_(1.0)
+def run_device_suite(
+    device: torch.device | str = "cpu", quick: bool = False, repeats: int = 5
+) -> list[Figure]:
+    """GB/s of host->device, device->host and device->device copies (pinned host memory on
+    GPUs), then square matmul TFLOP/s per precision (no fp16 on the CPU: its fp16 matmul
+    is unoptimised and no CPU training uses it)."""
+    device = torch.device(device)
+    gpu = device.type == "cuda"
+    n = ((64 if quick else 256) if gpu else (32 if quick else 128)) * 2**20 // 4
+    host = torch.ones(n, dtype=torch.float32, pin_memory=gpu)
     dev_a = torch.empty(n, dtype=torch.float32, device=device)
     dev_b = torch.empty_like(dev_a)
-    nbytes = n * 4
 
     def copy(dst, src, times=5):
         def run() -> float:
             for _ in range(times):
                 dst.copy_(src, non_blocking=True)
-            return times * nbytes / 1e9
+            return times * n * 4 / 1e9
 
         return run
 
-    return [
-        measure(
-            f"device/bandwidth/{name}",
-            "GB/s",
-            copy(dst, src),
-            repeats=repeats,
-            device=device,
-            bytes=nbytes,
-        )
-        for name, dst, src in (
-            ("host->device", dev_a, host),
-            ("device->host", host, dev_a),
-            ("device->device", dev_b, dev_a),
-        )
-    ]
-
-
-def _matmul_figures(device: torch.device, gpu: bool, quick: bool, repeats: int) -> list[Figure]:
-    """Square matmul TFLOP/s per precision (no fp16 on the CPU: its fp16 matmul is
-    unoptimised and no CPU training uses it)."""
+    pairs = (
+        ("host->device", dev_a, host),
+        ("device->host", host, dev_a),
+        ("device->device", dev_b, dev_a),
+    )
+    figures = [measure(f"device/bandwidth/{name}", "GB/s", copy(dst, src), repeats=repeats, device=device,
+                       bytes=n * 4) for name, dst, src in pairs]  # fmt: skip
     size = (4096 if not quick else 2048) if gpu else (1024 if quick else 2048)
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    figures = []
-    for label, dtype in dtypes.items():
+    for label, dtype in {
+        "fp32": torch.float32,
+        "bf16": torch.bfloat16,
+        "fp16": torch.float16,
+    }.items():
         if not gpu and label == "fp16":
             continue
-        a = torch.randn(size, size, device=device).to(dtype)
-        b = torch.randn(size, size, device=device).to(dtype)
+        a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
         reps = 20 if gpu else 3
 
         def mm(a=a, b=b, reps=reps) -> float:
@@ -68,19 +58,7 @@ def _matmul_figures(device: torch.device, gpu: bool, quick: bool, repeats: int) 
                 f"device/matmul/{label}", "TFLOP/s", mm, repeats=repeats, device=device, size=size
             )
         )
-    return figures
-
-
-def run_device_suite(
-    device: torch.device | str = "cpu", quick: bool = False, repeats: int = 5
-) -> list[Figure]:
-    device = torch.device(device)
-    gpu = device.type == "cuda"
-    figures = _bandwidth_figures(device, gpu, quick, repeats)
-    figures += _matmul_figures(device, gpu, quick, repeats)
     print(f"\ndevice: {device} (median of {repeats})")
-    print_table(
-        [(f.name.removeprefix("device/"), f"{f.median:,.3f}", f.unit) for f in figures],
-        ("figure", "median", "unit"),
-    )
+    print_table([(f.name.removeprefix("device/"), f"{f.median:,.3f}", f.unit) for f in figures],
+                ("figure", "median", "unit"))  # fmt: skip
     return figures

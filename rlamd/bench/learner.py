@@ -1,20 +1,13 @@
 """Learner throughput without envs, per precision, eager and (on GPUs) CUDA/HIP graph:
-
-* DQN updates/s on synthetic Atari batches already on the device (``agent.update``);
-* the DQN learn step from a prioritized replay (sample, update, target sync, priority
-  write: ``agent.learn``, what training runs), eager and graph-captured, at the largest
-  batch;
-* PPO minibatch updates/s, eager and graph-captured;
-
-and what one learn step costs: kernels (GPU) or leaf ops (CPU), host submissions, host
-µs to issue it and device µs of kernel time (``torch.profiler``). The variants of one
-figure (precisions, graph on and off) are timed in interleaved rounds.
+DQN updates/s on synthetic Atari batches on the device (``agent.update_on``); the DQN
+learn step from a prioritized replay (``agent.learn``: sample, update, target sync,
+priority write) at the largest batch; PPO minibatch updates/s. Also what one learn step
+costs (:func:`rlamd.bench.common.step_cost`). The variants of one figure (precisions,
+graph on and off) are timed in interleaved rounds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -23,29 +16,11 @@ import torch
 
 from .common import Contender, Figure, interleave, print_table, step_cost, timed
 
-__all__ = ["run_learner_suite"]
+__all__ = ["filled_replay", "run_learner_suite"]
 
 
-def _precisions(device: torch.device, native_bf16: bool) -> list[str]:
-    if device.type == "cuda":
-        return ["fp32", "bf16", "fp16"] if native_bf16 else ["fp32", "fp16"]
-    # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
-    return ["fp32", "bf16"] if native_bf16 else ["fp32"]
-
-
-def _graph_modes(device: torch.device) -> list[str]:
-    return ["off", "on"] if device.type == "cuda" else ["off"]
-
-
-def filled_replay(
-    device: torch.device,
-    capacity: int = 8 * 1024,
-    seed: int = 0,
-    *,
-    prioritized: bool = True,
-    steps: int = 512,
-    **options: Any,
-):
+def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0, *,
+                  prioritized: bool = True, steps: int = 512, **options: Any):  # fmt: skip
     """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps
     (4K records by default), prioritized (alpha 0.5) or uniform; ``options`` go to the
     buffer (``backend``, ``validate``, ...)."""
@@ -54,46 +29,22 @@ def filled_replay(
     if prioritized:
         options = {"alpha": 0.5, **options}
     kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    buf = kind(
-        capacity,
-        8,
-        (4, 84, 84),
-        torch.uint8,
-        frame_stack=4,
-        num_actions=4,
-        n_step=3,
-        device=device,
-        seed=seed,
-        **options,
-    )
+    buf = kind(capacity, 8, (4, 84, 84), torch.uint8, frame_stack=4, num_actions=4, n_step=3,
+               device=device, seed=seed, **options)  # fmt: skip
     rng = np.random.default_rng(seed)
     z = np.zeros(8, dtype=bool)
     frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
     for t in range(steps):
-        done = (np.arange(8) + t) % 97 == 0
-        obs = frames[t % 16]
+        done, obs = (np.arange(8) + t) % 97 == 0, frames[t % 16]
         buf.add(obs, rng.integers(0, 4, 8), rng.normal(size=8).astype(np.float32), z, done, obs)
     return buf
 
 
-def _dqn_batch(batch: int, device: torch.device, g: torch.Generator):
-    """A synthetic Atari-shaped DQN batch on the device (drawn from ``g``)."""
-    from rlamd.replay import ReplayBatch
-
-    return ReplayBatch(
-        torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
-        torch.randint(0, 4, (batch,), device=device, generator=g),
-        torch.randn(batch, device=device, generator=g),
-        torch.randint(0, 255, (batch, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
-        torch.full((batch,), 0.97, device=device),
-        torch.ones(batch, device=device),
-        torch.arange(batch, device=device),
-    )
+def _frames(n: int, device, g) -> torch.Tensor:
+    return torch.randint(0, 255, (n, 4, 84, 84), dtype=torch.uint8, device=device, generator=g)
 
 
-def _repeat(fn: Callable[[], object], iters: int) -> Callable[[], int]:
-    """``iters`` calls of ``fn`` as one timed unit of work."""
-
+def _repeat(fn, iters: int):
     def run() -> int:
         for _ in range(iters):
             fn()
@@ -102,179 +53,127 @@ def _repeat(fn: Callable[[], object], iters: int) -> Callable[[], int]:
     return run
 
 
-@dataclass
-class _LearnerBench:
+class _Bench:
     """One suite run: its settings and the figures, table rows and step costs it collects."""
 
-    device: torch.device
-    iters: int
-    repeats: int
-    g: torch.Generator
-    warm: int = 5
-    """Calls before timing: > the capture's warm-up, so graphs are captured first."""
-    figures: list[Figure] = field(default_factory=list)
-    rows: list[tuple[str, ...]] = field(default_factory=list)
-    costs: list[tuple[str, ...]] = field(default_factory=list)
+    warm = 5
+    """Calls before timing: more than the capture's warm-up, so graphs are captured first."""
 
-    def _cost_row(
-        self, label: str, precision: str, batch: int, graph: str, fn, fig: Figure
-    ) -> None:
-        c = step_cost(fn, self.device)
-        fig.meta.update(c.to_dict())
-        self.costs.append((label, precision, str(batch), graph, *c.cells()))
+    def __init__(self, device: torch.device, iters: int, repeats: int) -> None:
+        self.device, self.iters, self.repeats = device, iters, repeats
+        self.g = torch.Generator(device=device).manual_seed(0)
+        self.figures: list[Figure] = []
+        self.rows: list[tuple[str, ...]] = []
+        self.costs: list[tuple[str, ...]] = []
 
-    def _timed_rows(
-        self, label: str, built: list[tuple[str, dict[str, Any], Callable[[], object]]]
-    ) -> list[Figure]:
-        """Interleave ``(name, meta, step)`` contenders; add a throughput row per figure."""
-        contenders = [
-            Contender(name, "updates/s", timed(_repeat(step, self.iters), device=self.device), meta)
-            for name, meta, step in built
-        ]
-        figures = interleave(contenders, repeats=self.repeats)
-        for f in figures:
-            m = f.meta
-            self.rows.append(
-                (label, m["precision"], str(m["batch"]), m.get("graph", "off"), f"{f.median:,.1f}")
-            )
-        self.figures += figures
-        return figures
+    def timed_rows(self, label: str, built: list, cost: bool) -> None:
+        """Interleave ``(name, meta, step)`` contenders; a row per figure (and its cost)."""
+        contenders = [Contender(name, "updates/s", timed(_repeat(step, self.iters), device=self.device), meta)
+                      for name, meta, step in built]  # fmt: skip
+        for f, (_, m, step) in zip(
+            interleave(contenders, repeats=self.repeats), built, strict=True
+        ):
+            graph = m.get("graph", "off")
+            self.rows.append((label, m["precision"], str(m["batch"]), graph, f"{f.median:,.1f}"))
+            self.figures.append(f)
+            if cost:
+                c = step_cost(step, self.device)
+                f.meta.update(c.to_dict())
+                self.costs.append(
+                    (label.split(" (")[0], m["precision"], str(m["batch"]), graph, *c.cells())
+                )
 
-    def dqn_update(self, precisions: list[str], batch: int) -> None:
-        """DQN updates/s on one synthetic batch already on the device (``agent.update_on``:
-        the learn step without sampling and priorities), each precision interleaved."""
-        from rlamd.agents.dqn import DQN, DQNConfig
-        from rlamd.precision import Precision
-
-        device = self.device
-        b = _dqn_batch(batch, device, self.g)
-        built = []
-        for precision in precisions:
-            agent = DQN(DQNConfig(), (4, 84, 84), 4, device, Precision(precision, device))
-            meta = {"precision": precision, "batch": batch, "device": str(device)}
-            built.append((f"learner/dqn/{precision}/b{batch}", meta, partial(agent.update_on, b)))
-        self._timed_rows("DQN update", built)
-
-    def dqn_learn(self, variants: list[tuple[str, str]], batch: int, buf) -> None:
-        """The DQN learn step from the prioritized replay ``buf`` (``agent.learn``) for each
-        (precision, graph mode), interleaved, with its step cost."""
-        from rlamd.agents.dqn import DQN, DQNConfig
-        from rlamd.algos.dqn import capture_dqn
+    def agent(self, kind: str, precision: str, mode: str | None):
         from rlamd.graphs import graphs_enabled
         from rlamd.precision import Precision
 
-        device = self.device
-        built, steps = [], []
-        for precision, mode in variants:
+        p = Precision(precision, self.device)
+        if kind == "dqn":
+            from rlamd.agents.dqn import DQN, DQNConfig
+            from rlamd.algos.dqn import capture_dqn
+
+            if mode is None:
+                return DQN(DQNConfig(), (4, 84, 84), 4, self.device, p)
             agent = DQN(
                 DQNConfig(),
                 (4, 84, 84),
                 4,
-                device,
-                Precision(precision, device),
-                capturable=graphs_enabled(mode, device),
+                self.device,
+                p,
+                capturable=graphs_enabled(mode, self.device),
             )
-            agent = capture_dqn(agent, mode)
-            step = partial(agent.learn, buf, batch, 0.5)
-            for _ in range(self.warm):
-                step()
-            meta = {
-                "precision": precision,
-                "batch": batch,
-                "graph": mode,
-                "captured": agent.learn_step.captured,
-            }
-            built.append((f"learner/dqn_learn/{precision}/b{batch}/graph_{mode}", meta, step))
-            steps.append(step)
-        figures = self._timed_rows("DQN learn step (replay)", built)
-        for f, step, (precision, mode) in zip(figures, steps, variants, strict=True):
-            self._cost_row("DQN learn step", precision, batch, mode, step, f)
-
-    def ppo_minibatch(self, variants: list[tuple[str, str]], mb: int) -> None:
-        """PPO minibatch updates/s on ``mb`` synthetic rows (one epoch, one minibatch) for
-        each (precision, graph mode), interleaved."""
+            return capture_dqn(agent, mode)
         from rlamd.agents.ppo import PPO, PPOConfig
         from rlamd.algos.ppo import capture_ppo
-        from rlamd.graphs import graphs_enabled
-        from rlamd.precision import Precision
 
-        device = self.device
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        rows_ = _ppo_rows(mb, device, self.g)
-        built, steps = [], []
-        for precision, mode in variants:
-            capturable = graphs_enabled(mode, device)
-            agent = PPO(
-                cfg, (4, 84, 84), 4, device, Precision(precision, device), capturable=capturable
-            )
-            agent = capture_ppo(agent, mode)
-            step = partial(agent.learn, rows_)
-            for _ in range(self.warm):
-                step()
-            meta = {"precision": precision, "batch": mb, "graph": mode}
-            built.append((f"learner/ppo/{precision}/mb{mb}/graph_{mode}", meta, step))
-            steps.append(step)
-        figures = self._timed_rows("PPO minibatch", built)
-        for f, step, (precision, mode) in zip(figures, steps, variants, strict=True):
-            self._cost_row("PPO minibatch", precision, mb, mode, step, f)
+        agent = PPO(
+            cfg, (4, 84, 84), 4, self.device, p, capturable=graphs_enabled(mode, self.device)
+        )
+        return capture_ppo(agent, mode)
+
+    def warmed(self, step):
+        for _ in range(self.warm):
+            step()
+        return step
 
     def report(self) -> None:
-        """Print the throughput table and, when measured, the step-cost table."""
-        device = self.device
-        print(
-            f"\nlearner on {device}: Nature CNN, Atari-shaped batches on the device "
-            f"(median of {self.repeats} x {self.iters})"
-        )
+        d = self.device
+        print(f"\nlearner on {d}: Nature CNN, Atari-shaped batches on the device "
+              f"(median of {self.repeats} x {self.iters})")  # fmt: skip
         print_table(self.rows, ("update", "precision", "batch", "graph", "updates/s"))
-        if not self.costs:
-            return
-        unit = "kernels" if device.type == "cuda" else "ops"
-        print(
-            f"\nper learn step on {device} (torch.profiler; {unit}: "
-            + ("GPU kernels run" if device.type == "cuda" else "leaf ATen ops doing work")
-            + "; launches: host submissions; host µs: time to issue it)"
-        )
-        print_table(
-            self.costs,
-            ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs"),
-        )
+        if self.costs:
+            unit = "kernels" if d.type == "cuda" else "ops"
+            print(f"\nper learn step on {d} (torch.profiler; {unit}: "
+                  + ("GPU kernels run" if d.type == "cuda" else "leaf ATen ops doing work")
+                  + "; launches: host submissions; host µs: time to issue it)")  # fmt: skip
+            head = ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs")
+            print_table(self.costs, head)
 
 
-def run_learner_suite(
-    device: torch.device | str = "cpu",
-    batches: tuple[int, ...] = (32, 128, 512),
-    iters: int = 10,
-    repeats: int = 3,
-    ppo: bool = True,
-    replay: bool = True,
-) -> list[Figure]:
+def run_learner_suite(device: torch.device | str = "cpu", batches: tuple[int, ...] = (32, 128, 512),
+                      iters: int = 10, repeats: int = 3, ppo: bool = True,
+                      replay: bool = True) -> list[Figure]:  # fmt: skip
+    from rlamd.agents.ppo import PPORows
     from rlamd.device import describe_device
+    from rlamd.replay import ReplayBatch
 
     device = torch.device(device)
-    info = describe_device(device)
-    bench = _LearnerBench(device, iters, repeats, torch.Generator(device=device).manual_seed(0))
-    mb = 256  # PPO minibatch: 8 envs x 128 steps / 4
+    b = _Bench(device, iters, repeats)
+    gpu, bf16 = device.type == "cuda", describe_device(device).bf16
+    # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
+    precisions = ["fp32", *(["bf16"] if bf16 else []), *(["fp16"] if gpu else [])]
+    variants = [(p, m) for p in precisions for m in (("off", "on") if gpu else ("off",))]
     buf = filled_replay(device) if replay else None
-    precisions = _precisions(device, info.bf16)
-    variants = [(p, m) for p in precisions for m in _graph_modes(device)]
+    g, n = b.g, torch.ones
     for batch in batches:
-        bench.dqn_update(precisions, batch)
+        data = ReplayBatch(_frames(batch, device, g), torch.randint(0, 4, (batch,), device=device, generator=g),
+                           torch.randn(batch, device=device, generator=g), _frames(batch, device, g),
+                           torch.full((batch,), 0.97, device=device), n(batch, device=device),
+                           torch.arange(batch, device=device))  # fmt: skip
+        b.timed_rows("DQN update", [
+            (f"learner/dqn/{p}/b{batch}", {"precision": p, "batch": batch, "device": str(device)},
+             partial(b.agent("dqn", p, None).update_on, data)) for p in precisions], cost=False)  # fmt: skip
         if buf is not None and batch == max(batches):
-            bench.dqn_learn(variants, batch, buf)
+            built = []
+            for p, mode in variants:
+                agent = b.agent("dqn", p, mode)
+                step = b.warmed(partial(agent.learn, buf, batch, 0.5))
+                meta = {
+                    "precision": p,
+                    "batch": batch,
+                    "graph": mode,
+                    "captured": agent.learn_step.captured,
+                }
+                built.append((f"learner/dqn_learn/{p}/b{batch}/graph_{mode}", meta, step))
+            b.timed_rows("DQN learn step (replay)", built, cost=True)
     if ppo:
-        bench.ppo_minibatch(variants, mb)
-    bench.report()
-    return bench.figures
-
-
-def _ppo_rows(mb: int, device: torch.device, g: torch.Generator):
-    from rlamd.agents.ppo import PPORows
-
-    return PPORows(
-        torch.randint(0, 255, (mb, 4, 84, 84), dtype=torch.uint8, device=device, generator=g),
-        torch.randint(0, 4, (mb,), device=device, generator=g),
-        torch.zeros(mb, device=device),
-        torch.zeros(mb, device=device),
-        torch.randn(mb, device=device, generator=g),
-        torch.zeros(mb, device=device),
-    )
+        mb = 256  # PPO minibatch: 8 envs x 128 steps / 4
+        z = [torch.zeros(mb, device=device) for _ in range(3)]
+        rows = PPORows(_frames(mb, device, g), torch.randint(0, 4, (mb,), device=device, generator=g), z[0], z[1],
+                       torch.randn(mb, device=device, generator=g), z[2])  # fmt: skip
+        b.timed_rows("PPO minibatch", [
+            (f"learner/ppo/{p}/mb{mb}/graph_{mode}", {"precision": p, "batch": mb, "graph": mode},
+             b.warmed(partial(b.agent("ppo", p, mode).learn, rows))) for p, mode in variants], cost=True)  # fmt: skip
+    b.report()
+    return b.figures

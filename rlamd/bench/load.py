@@ -1,22 +1,14 @@
 """Other processes' load on this machine, sampled before and during a benchmark's timing.
 
-A benchmark on a machine that something else keeps busy gives lower and noisier figures,
-and says nothing about it unless someone looks. :class:`LoadMonitor` samples, around one
-timed block:
-
-* **CPU used by other processes**: the machine's busy time from ``/proc/stat`` less the
-  CPU time of this process and every process it started (its live descendants read from
-  ``/proc/PID/stat``, the ones already reaped from their parents' child times), in cores
-  (1.0 = one core kept busy). A neighbour the bench starts on purpose (the contention
-  suite's spinning process) is a descendant, so it is not "other" load;
-* **GPU utilisation** of the bench's GPU, where readable (``torch.cuda.utilization``,
-  ``nvidia-smi``, ``rocm-smi`` or ``amd-smi``; skipped silently otherwise): before the
-  timing, when the bench has queued nothing yet, it is other processes' use; during the
-  timing it includes the bench's own kernels, so it is recorded but never warned about.
-
-It samples for ``before_s`` seconds before the block and every ``interval`` seconds
-during it (a daemon thread). The machine counts as busy when other processes used more
-than :data:`BUSY_CORES` cores on average before or during the timing, or the GPU was
+:class:`LoadMonitor` samples, around one timed block: the **CPU other processes used**
+(the machine's busy time from ``/proc/stat`` less the CPU time of this process and every
+process it started, live ones from ``/proc/PID/stat`` and reaped ones from their parents'
+child times), in cores; a neighbour the bench starts on purpose is a descendant, so it is
+not "other" load. And the **GPU utilisation** of the bench's GPU where readable
+(``torch.cuda.utilization``, ``nvidia-smi``, ``rocm-smi`` or ``amd-smi``): before the
+timing it is other processes' use; during it the bench's own kernels count too, so that
+figure is recorded but never warned about. The machine counts as busy when others used
+more than :data:`BUSY_CORES` cores on average before or during the timing, or the GPU was
 more than :data:`BUSY_GPU_PERCENT` % busy before it; the report then has a one-line
 warning. Off Linux (no ``/proc``) every CPU figure is None and nothing is warned.
 """
@@ -34,15 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = [
-    "BUSY_CORES",
-    "BUSY_GPU_PERCENT",
-    "CpuSampler",
-    "LoadMonitor",
-    "LoadReport",
-    "gpu_utilisation",
-    "runnable",
-]
+__all__ = ["BUSY_CORES", "CpuSampler", "LoadMonitor", "LoadReport", "gpu_utilisation", "runnable"]
 
 BUSY_CORES = 0.25
 """Other processes using more than this many cores on average make the machine busy."""

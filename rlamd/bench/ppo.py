@@ -1,18 +1,18 @@
-"""PPO env steps/s on Breakout, learning included: rlamd, SB3, RLlib and the raw env ceiling.
+"""PPO env steps/s with learning included: rlamd and every peer in the ``ppo`` measurement.
 
-Hyperparameters for every framework: 8 envs x 128 steps, 4 epochs, 4 minibatches (256),
-lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5, gamma 0.99, lambda 0.95
-(CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, on the bench's device (SB3
-too: ``device=`` the same device; RLlib only on the CPU). RLlib (new API stack)
-runs its env runner and learner in this process (no remote actors), with its own Atari
-wrappers (``wrap_atari_for_new_api_stack``, 84x84, 4 frames). The raw ``AtariVectorEnv``
-with 8 envs and random actions is the ceiling no learner can pass. Every contender is
-built first, then all are timed in interleaved rounds (rlamd, SB3, RLlib, raw, rlamd, ...).
+Two suites, one code path. ``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4
+minibatches (256), lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5,
+gamma 0.99, lambda 0.95 (CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, beside
+the raw ``AtariVectorEnv`` with random actions (the ceiling no learner can pass).
+``classic``: CartPole-v1, 8 envs x 128 steps, 4 epochs x 4 minibatches of 256, lr 1e-3,
+clip 0.2, no entropy bonus, separate 64x64 tanh MLPs (rlamd's classic preset). rlamd runs
+through :class:`rlamd.engine.LocalEngine`, as ``python -m rlamd.train`` does (its thread
+budget included); every peer gets the same :class:`rlamd.bench.peer.PPOSettings` (a peer
+that runs its own defaults says so in its row). All are built first, then timed in
+interleaved rounds; ratios are per round.
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -21,234 +21,121 @@ from .common import (
     Contender,
     Figure,
     distinct_precisions,
+    each_peer,
     interleave,
-    note_ratio,
+    peer_ratios,
     print_table,
     ratio,
     timed,
 )
-from .peers import PeerUnavailable, rllib_ppo, sb3_atari
+from .peer import PPOSettings
 
-__all__ = ["run_ppo_suite"]
-
-GAME, GYM_ID = "breakout", "BreakoutNoFrameskip-v4"
+__all__ = ["atari_settings", "classic_settings", "run_classic_suite", "run_ppo_suite"]
 
 
-def _rlamd_loop(num_envs: int, precision: str, device: torch.device):
-    from rlamd.algos import build_agent
-    from rlamd.collector import Collector
-    from rlamd.config.sections import RunConfig, TrainConfig
-    from rlamd.envs import make_env
-    from rlamd.loops import OnPolicyLoop
-
-    env = make_env(GAME, num_envs=num_envs)
-    train = TrainConfig(
-        env=GAME, algo="ppo", num_envs=num_envs, precision=precision, device=str(device)
-    )
-    cfg = RunConfig(train=train)
-    agent = build_agent(cfg, device, env)
-    return OnPolicyLoop(Collector(env, device, seed=0), agent, cfg.ppo, train.steps), agent
+def atari_settings(num_envs: int = 8) -> PPOSettings:
+    return PPOSettings("atari", "BreakoutNoFrameskip-v4", num_envs, 128, 4, 4, 2.5e-4, 0.1, 0.01)
 
 
-def _rllib_config(module, n: int):
-    """RLlib's PPO config with this bench's settings for ``n`` envs (see the module docstring)."""
-    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-
-    return (
-        module.PPOConfig()
-        .environment("rlamd_bench_breakout", clip_rewards=True)
-        .env_runners(num_env_runners=0, num_envs_per_env_runner=n, rollout_fragment_length=128)
-        .learners(num_learners=0)
-        .training(
-            train_batch_size_per_learner=128 * n,
-            minibatch_size=128 * n // 4,
-            num_epochs=4,
-            lr=2.5e-4,
-            clip_param=0.1,
-            vf_clip_param=10.0,
-            entropy_coeff=0.01,
-            vf_loss_coeff=0.5,
-            grad_clip=0.5,
-            gamma=0.99,
-            lambda_=0.95,
-        )
-        .rl_module(
-            model_config=DefaultModelConfig(
-                conv_filters=[[32, 8, 4], [64, 4, 2], [64, 3, 1]],
-                conv_activation="relu",
-                head_fcnet_hiddens=[512],
-                vf_share_layers=True,
-            )
-        )
-        .debugging(seed=0)
-    )
+def classic_settings(num_envs: int = 8) -> PPOSettings:
+    return PPOSettings("classic", "CartPole-v1", num_envs, 128, 4, 4, 1e-3, 0.2, 0.0)
 
 
-# A contender and what closes it once every round has run.
-_Built = tuple[Contender, Callable[[], None]]
+def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, suite: str):
+    from rlamd.config.layers import resolve
+    from rlamd.engine import LocalEngine
 
-
-def _rllib_contender(n: int, iters: int) -> _Built:
-    """RLlib PPO with the same settings; env steps counted from RLlib's own results."""
-    module = rllib_ppo()
-    import ale_py
-    import gymnasium as gym
-    import ray
-    from ray import tune
-    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
-
-    gym.register_envs(ale_py)
-
-    def make(cfg):
-        env = gym.make(GYM_ID)  # no frame skip: the wrapper skips 4 frames and max-pools
-        return wrap_atari_for_new_api_stack(env, dim=84, framestack=4)
-
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    tune.register_env("rlamd_bench_breakout", make)
-    algo = _rllib_config(module, n).build_algo()
-
-    def run_rllib() -> int:
-        done = 0
-        for _ in range(iters):
-            result = algo.train()
-            done += int(result["env_runners"]["num_env_steps_sampled"])
-        return done
-
-    def close() -> None:
-        algo.stop()
-        if started:
-            ray.shutdown()
-
-    meta = {"num_envs": n, "version": ray.__version__}
-    return Contender(f"ppo/rllib_fp32/{n}envs", "env steps/s", timed(run_rllib), meta), close
-
-
-def _sb3_contender(n: int, device: torch.device, iters: int) -> _Built:
-    """SB3 PPO with the same settings; raises :class:`PeerUnavailable` when SB3 cannot run."""
-    model = sb3_atari("ppo", n, str(device))
-
-    def run_sb3() -> int:
-        model.learn(total_timesteps=iters * 128 * n, reset_num_timesteps=False)
-        return iters * 128 * n
-
-    meta = {"num_envs": n, "device": str(device)}
-    run = timed(run_sb3, device=device)
-    return Contender(f"ppo/sb3_fp32/{n}envs", "env steps/s", run, meta), model.get_env().close
-
-
-def _rlamd_contender(n: int, precision: str, device: torch.device, iters: int) -> _Built:
-    """rlamd's env steps/s through the training loop, learning included."""
-    loop, agent = _rlamd_loop(n, precision, device)
+    env = "breakout" if s.family == "atari" else "cartpole"
+    train = {"env": env, "algo": "ppo", "num_envs": s.num_envs, "device": str(device),
+             "precision": precision, "steps": 10**9}  # fmt: skip
+    sets = {"num_steps": s.num_steps, "num_minibatches": s.minibatches, "update_epochs": s.epochs,
+            "lr": s.lr, "clip_coef": s.clip, "ent_coef": s.ent_coef}  # fmt: skip
+    cfg = resolve({"train": train}, sets=[f"ppo.{k}={v}" for k, v in sets.items()])
+    engine = LocalEngine(cfg, 0, None, log=lambda _line: None)
 
     def run() -> int:
         for _ in range(iters):
-            loop.iterate()
-        return iters * loop.rollout.num_steps * loop.collector.num_envs
+            engine.iterate()
+        return iters * s.per_rollout
 
-    mode = agent.precision.mode
-    meta = {"device": str(device), "num_envs": n, "precision": mode}
-    name = f"ppo/rlamd_{mode}/{n}envs"
-    return Contender(name, "env steps/s", timed(run, device=device), meta), loop.collector.close
+    mode = engine.agent.precision.mode
+    meta = {"device": str(device), "num_envs": s.num_envs, "precision": mode}
+    name = f"{suite}/rlamd_{mode}/{s.num_envs}envs"
+    return (
+        f"rlamd ({mode})",
+        Contender(name, "env steps/s", timed(run, device=device), meta),
+        engine.close,
+    )
 
 
-def _raw_contender(n: int) -> _Built:
+def _raw(n: int):
     """The raw vector env with random actions: the ceiling no learner can pass."""
-    from rlamd.bench.env import _raw
+    from .env import raw_env
 
-    raw = _raw(GAME, n)
+    raw = raw_env("breakout", n)
     raw.reset(seed=0)
     acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
 
-    def run_raw() -> int:
+    def run() -> int:
         for a in acts:
             raw.step(a)
-        return len(acts) * len(acts[0])
+        return len(acts) * n
 
-    name = f"ppo/raw_env_ceiling/{n}envs"
-    return Contender(name, "env steps/s", timed(run_raw), {"num_envs": n}), raw.close
-
-
-def _peer_contenders(
-    n: int, device: torch.device, iters: int, notes: list[str]
-) -> list[tuple[str, str, _Built]]:
-    """(row label, peer key, contender) for SB3 and RLlib, each skipped with a note when
-    it cannot run (RLlib off the CPU: its learner runs on the CPU here, not comparable)."""
-    out = []
-    try:
-        out.append(("SB3 PPO (fp32)", "sb3", _sb3_contender(n, device, iters)))
-    except PeerUnavailable as exc:
-        notes.append(f"Stable-Baselines3 skipped: {exc}")
-    try:
-        if device.type != "cpu":
-            raise PeerUnavailable(f"RLlib's figure is CPU-only in this bench (device {device})")
-        out.append(("RLlib PPO (fp32)", "rllib", _rllib_contender(n, iters)))
-    except PeerUnavailable as exc:
-        notes.append(f"RLlib skipped: {exc}")
-    return out
+    c = Contender(f"ppo/raw_env_ceiling/{n}envs", "env steps/s", timed(run), {"num_envs": n})
+    return "raw AtariVectorEnv (no learning)", c, raw.close
 
 
-def _measure_count(
-    n: int,
-    device: torch.device,
-    iters: int,
-    repeats: int,
-    precisions: tuple[str, ...],
-    peers: bool,
-    notes: list[str],
-) -> tuple[list[Figure], list[tuple[str, ...]]]:
-    """Every contender for ``n`` envs, interleaved; their figures and table rows."""
-    built: list[tuple[str, str, _Built]] = []
+def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
+    built, closers = [], []
     try:
         for precision in distinct_precisions(precisions, device):
-            built.append(("rlamd", "", _rlamd_contender(n, precision, device, iters)))
-        built += _peer_contenders(n, device, iters, notes) if peers else []
-        built.append(("raw AtariVectorEnv (no learning)", "raw", _raw_contender(n)))
-        figures = interleave([c for _, _, (c, _) in built], repeats=repeats)
+            label, c, close = _rlamd(s, precision, device, iters, suite)
+            built.append((label, c, None))
+            closers.append(close)
+        for peer, t in each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
+            closers.append(t.close)
+            name = f"{suite}/{peer.name}_fp32/{s.num_envs}envs"
+            c = Contender(name, "env steps/s", timed(t.run, device=device, per=t.per), t.meta)
+            built.append((t.label, c, peer))
+        if s.family == "atari":
+            label, c, close = _raw(s.num_envs)
+            built.append((label, c, None))
+            closers.append(close)
+        figures = interleave([c for _, c, _ in built], repeats=repeats)
     finally:
-        for _, _, (_, close) in built:
+        for close in closers:
             close()
-    base, rows = figures[0], []
-    for (who, peer, _), f in zip(built, figures, strict=True):
-        r = ratio(f, base)
-        if peer in ("sb3", "rllib"):
-            note_ratio(base, f"ratio_to_{peer}", ratio(base, f))
-        label = f"rlamd ({f.meta['precision']})" if who == "rlamd" else who
-        rows.append((label, str(n), f"{f.median:,.0f}", r.cell()))
-    return figures, rows
+    base = figures[0]
+    rows = [(label, str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).cell())
+            for (label, _, _), f in zip(built, figures, strict=True)]  # fmt: skip
+    pairs = [(p, f) for (_, _, p), f in zip(built, figures, strict=True) if p is not None]
+    lines = [f"rlamd {base.meta['precision']} with {s.num_envs} envs: {line}"
+             for line in peer_ratios(base, pairs, "env steps/s")]  # fmt: skip
+    return figures, rows, lines
 
 
-def run_ppo_suite(
-    iters: int = 3,
-    repeats: int = 3,
-    device: torch.device | str = "cpu",
-    env_counts: tuple[int, ...] = (8,),
-    precisions: tuple[str, ...] = ("auto", "fp32"),
-    peers: bool = True,
-    notes: list[str] | None = None,
-) -> list[Figure]:
-    device = torch.device(device)
-    figures: list[Figure] = []
-    rows: list[tuple[str, ...]] = []
-    notes = [] if notes is None else notes
+def run_ppo_suite(iters: int = 3, repeats: int = 3, device: torch.device | str = "cpu",
+                  env_counts: tuple[int, ...] = (8,), precisions: tuple[str, ...] = ("auto", "fp32"),
+                  peers: bool = True, notes: list[str] | None = None, suite: str = "ppo") -> list[Figure]:  # fmt: skip
+    """The ``ppo`` suite (Breakout) per env count, or ``classic`` (CartPole, 8 envs)."""
+    device, notes = torch.device(device), [] if notes is None else notes
+    figures, rows, lines = [], [], []
     for n in env_counts:
-        got, got_rows = _measure_count(n, device, iters, repeats, precisions, peers, notes)
-        figures += got
-        rows += got_rows
-    print(
-        f"\nppo on {device}: Breakout, 128 steps x envs per rollout, 4 epochs x 4 minibatches "
-        f"(median of {repeats} interleaved rounds x {iters} rollouts; ratio = steps/s / rlamd "
-        f"{precisions[0]}'s, median per round (min-max))"
-    )
+        s = atari_settings(n) if suite == "ppo" else classic_settings(n)
+        got = _suite(suite, s, device, iters, repeats, precisions, peers, notes)
+        figures, rows, lines = figures + got[0], rows + got[1], lines + got[2]
+    what = "Breakout" if suite == "ppo" else "PPO on CartPole-v1"
+    print(f"\n{suite} on {device}: {what}, {s.num_steps} steps x envs per rollout, 4 epochs x 4 "
+          f"minibatches, learning included (median of {repeats} interleaved rounds x {iters} "
+          f"rollouts; ratio = steps/s / rlamd {precisions[0]}'s, median per round (min-max))")  # fmt: skip
     print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
-    for f in figures:
-        for peer, name in (("sb3", "SB3"), ("rllib", "RLlib")):
-            if f"ratio_to_{peer}" in f.meta:
-                lo, hi = f.meta[f"ratio_to_{peer}_range"]
-                print(
-                    f"rlamd {f.meta['precision']} with {f.meta['num_envs']} envs: "
-                    f"{f.meta[f'ratio_to_{peer}']:.2f}x {name}'s env steps/s "
-                    f"(rounds {lo:.2f}-{hi:.2f})"
-                )
+    for line in lines:
+        print(line)
     return figures
+
+
+def run_classic_suite(iters: int = 4, repeats: int = 5, device: torch.device | str = "cpu",
+                      precisions: tuple[str, ...] = ("auto",), peers: bool = True,
+                      notes: list[str] | None = None) -> list[Figure]:  # fmt: skip
+    """PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""
+    return run_ppo_suite(iters, repeats, device, (8,), precisions, peers, notes, suite="classic")

@@ -1,6 +1,6 @@
 """What a race records and shows: every run's evaluations, the table, and the chart.
 
-A run is one contender (rlamd, SB3, RLlib) training one algorithm with one seed. Its
+A run is one contender (rlamd or a peer) training one algorithm with one seed. Its
 curve holds every evaluation: env steps, mean score over the evaluation's episodes and
 the wall-clock seconds from the contender's process start to the moment the race saw
 that evaluation written (so start-up, training and every evaluation so far count).
@@ -8,7 +8,11 @@ that evaluation written (so start-up, training and every evaluation so far count
 
 from __future__ import annotations
 
+import os
+import signal
 import statistics
+import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,9 +20,24 @@ from typing import Any
 from .common import print_table
 from .load import LoadReport
 
-__all__ = ["EvalPoint", "RaceRun", "print_race", "summary", "write_race_chart"]
+__all__ = ["EvalPoint", "RaceRun", "print_race", "race_one", "read_evals", "stop_reason", "summary"]
 
-NAMES = {"rlamd": "rlamd", "sb3": "Stable-Baselines3", "rllib": "RLlib"}
+POLL_S = 0.2
+"""How often the race reads a contender's evals.csv (the clock's resolution)."""
+GRACE_S = 120.0
+"""Seconds a contender has to exit after SIGINT before it is killed."""
+
+
+def _label(who: str) -> str:
+    from .peer import get
+
+    return "rlamd" if who == "rlamd" else get(who).label
+
+
+def _colour(who: str) -> str:
+    from .peer import get
+
+    return "#c0392b" if who == "rlamd" else get(who).colour
 
 
 @dataclass(frozen=True)
@@ -41,7 +60,7 @@ class RaceRun:
 
     algo: str
     contender: str
-    """``rlamd``, ``sb3`` or ``rllib``."""
+    """``rlamd`` or a peer's name."""
     seed: int
     target: float
     stopped: str
@@ -124,10 +143,31 @@ def print_race(runs: list[RaceRun], head: str) -> None:
         secs, steps, best = _result(r)
         load = "-" if r.load is None else r.load.cell()
         ready = "-" if r.load is None or r.load.runnable is None else f"{r.load.runnable:.1f}"
+        tag = str(r.recipe.get("tag", "-"))
         rows.append(
-            (r.algo, NAMES[r.contender], str(r.seed), secs, steps, best, r.stopped, load, ready)
+            (
+                r.algo,
+                _label(r.contender),
+                tag,
+                str(r.seed),
+                secs,
+                steps,
+                best,
+                r.stopped,
+                load,
+                ready,
+            )
         )
-    head = ("algo", "framework", "seed", "seconds", "env steps", "best score", "stopped")
+    head = (
+        "algo",
+        "framework",
+        "settings",
+        "seed",
+        "seconds",
+        "env steps",
+        "best score",
+        "stopped",
+    )
     print_table(rows, (*head, "others' cores", "ready threads"))
     rows_by = {(x["algo"], x["contender"]): x for x in summary(runs)}
     for (algo, who), s in rows_by.items():
@@ -139,7 +179,7 @@ def print_race(runs: list[RaceRun], head: str) -> None:
             verdict = f"{times:.2f}x faster" if times >= 1 else f"{1 / times:.2f}x slower"
             print(
                 f"{s['algo']}: to the target, rlamd {mine['median_seconds']:,.0f} s "
-                f"({mine['median_steps']:,.0f} env steps), {NAMES[s['contender']]} "
+                f"({mine['median_steps']:,.0f} env steps), {_label(s['contender'])} "
                 f"{s['median_seconds']:,.0f} s ({s['median_steps']:,.0f}): rlamd {verdict}"
                 + (" (medians over the seeds that reached it)" if s["runs"] > 1 else "")
             )
@@ -158,14 +198,13 @@ def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
     algos = list(dict.fromkeys(r.algo for r in runs))
     if not algos:
         return None
-    colours = {"rlamd": "#c0392b", "sb3": "#2c3e50", "rllib": "#27ae60"}
     fig, axes = plt.subplots(len(algos), 2, figsize=(11, 3.6 * len(algos)), squeeze=False)
     for row, algo in zip(axes, algos, strict=True):
         labelled: set[str] = set()
         for r in (r for r in runs if r.algo == algo):
             if not r.curve:
                 continue
-            label = None if r.contender in labelled else NAMES[r.contender]
+            label = None if r.contender in labelled else _label(r.contender)
             labelled.add(r.contender)
             for ax, xs in zip(
                 row, ([p.seconds for p in r.curve], [p.step for p in r.curve]), strict=True
@@ -175,7 +214,7 @@ def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
                     [p.mean for p in r.curve],
                     "o-",
                     ms=3,
-                    color=colours[r.contender],
+                    color=_colour(r.contender),
                     label=label,
                 )
         for ax, xlabel in zip(
@@ -192,3 +231,79 @@ def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return str(path)
+
+
+def stop_reason(curve: list[EvalPoint], elapsed: float, target: float, budget_s: float):
+    """The stopping rule: ``"target"`` once an evaluation's mean is at or above
+    ``target``, ``"minutes"`` once ``elapsed`` passed ``budget_s``, else None."""
+    if any(p.mean >= target for p in curve):
+        return "target"
+    if elapsed >= budget_s:
+        return "minutes"
+    return None
+
+
+def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
+    """The complete rows of an ``evals.csv`` (step,mean,std,episodes); [] before it exists.
+    A half-written last line is left for the next read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    rows = []
+    for line in text.split("\n")[1:-1]:  # header; the part after the last newline
+        step, mean, std, episodes = line.split(",")
+        rows.append((int(step), float(mean), float(std), int(episodes)))
+    return rows
+
+
+def _interrupt(proc: subprocess.Popen) -> None:
+    """SIGINT to the contender's process group, then SIGKILL after :data:`GRACE_S`."""
+    for sig, wait in ((signal.SIGINT, GRACE_S), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def race_one(
+    cmd: list[str], evals: Path, log: Path, target: float, budget_s: float
+) -> tuple[str, float, list[EvalPoint], int | None]:
+    """Run ``cmd`` (its own process group), watching ``evals`` every :data:`POLL_S`.
+
+    Returns (stop reason, wall seconds, curve, exit code): ``target``, ``minutes``,
+    ``finished`` (it ended by itself, exit 0) or ``failed``.
+    """
+    env = {**os.environ, "OMP_NUM_THREADS": _threads_of(cmd), "MKL_NUM_THREADS": _threads_of(cmd)}
+    curve: list[EvalPoint] = []
+    evals.unlink(missing_ok=True)  # a previous run's rows must not count
+    with open(log, "w", encoding="utf-8") as out:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        try:
+            while True:
+                done = proc.poll() is not None
+                now = time.monotonic() - t0
+                curve += [EvalPoint(*row, now) for row in read_evals(evals)[len(curve) :]]
+                reason = stop_reason(curve, now, target, budget_s)
+                if reason is not None and not done:
+                    _interrupt(proc)
+                    return reason, time.monotonic() - t0, curve, proc.returncode
+                if done:
+                    ok = proc.returncode == 0 or reason == "target"
+                    return reason or ("finished" if ok else "failed"), now, curve, proc.returncode
+                time.sleep(POLL_S)
+        except BaseException:  # Ctrl-C in the race: stop the contender too
+            _interrupt(proc)
+            raise
+
+
+def _threads_of(cmd: list[str]) -> str:
+    return cmd[cmd.index("--threads") + 1] if "--threads" in cmd else "1"

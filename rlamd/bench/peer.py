@@ -1,0 +1,260 @@
+"""The peer interface: one object per library the bench compares rlamd with.
+
+A peer (``rlamd/bench/peers/NAME.py``) says what it is, whether it can run here and why
+not, and which measurements it takes part in; each measurement hands it the settings
+rlamd runs with. Suites and races iterate over :func:`peers`; nothing outside a peer's
+module names it (``docs/ARCHITECTURE.md``, the bench). A test or a user adds one with
+:func:`register`, from outside the library.
+
+Measurements (:data:`MEASUREMENTS`): ``dqn`` (iterations and learner updates on
+Breakout), ``ppo`` (env steps/s with learning, Atari and classic control), ``replay``
+(prioritized sampling), ``race`` (time to a score), ``contention`` (beside a busy process).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "MEASUREMENTS",
+    "BasePeer",
+    "PPOSettings",
+    "Peer",
+    "PeerUnavailable",
+    "Recipe",
+    "Throughput",
+    "get",
+    "peer_python",
+    "peers",
+    "recipe",
+    "register",
+    "require",
+    "set_python",
+]
+
+MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
+
+
+class PeerUnavailable(RuntimeError):
+    """A peer is not installed here, cannot load, or does not take part in a measurement."""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One peer's settings for one env family or task and one algorithm."""
+
+    n_envs: int
+    """Envs the peer steps together (its own default or the recipe's)."""
+    steps: int
+    """The run's length in env steps (the recipe's schedules are laid over it)."""
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    """Constructor settings, as the source writes them (``lin_X``: linear schedules)."""
+    source: str = ""
+    """Where the settings come from."""
+    tag: str = "tuned recipe"
+    """What the race table says of them: ``tuned recipe``, ``own defaults`` ..."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n_envs": self.n_envs,
+            "steps": self.steps,
+            **self.kwargs,
+            "source": self.source,
+            "tag": self.tag,
+        }
+
+
+def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe | None:
+    """The recipe for rlamd's env name ``env`` and ``algo``, or None when ``table`` has none.
+    Atari games share the ``atari`` entry; other envs are keyed by their gymnasium id."""
+    from rlamd.envs import parse_env_id
+
+    parsed = parse_env_id(env)
+    return table.get(("atari" if parsed.family == "atari" else parsed.game, algo))
+
+
+@dataclass(frozen=True)
+class PPOSettings:
+    """What rlamd's PPO throughput runs with, handed to every peer alike."""
+
+    family: str
+    """``atari`` (Breakout, the Nature CNN) or ``classic`` (CartPole, 64x64 tanh MLPs)."""
+    gym_id: str
+    num_envs: int
+    num_steps: int
+    epochs: int
+    minibatches: int
+    lr: float
+    clip: float
+    ent_coef: float
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+
+    @property
+    def per_rollout(self) -> int:
+        return self.num_envs * self.num_steps
+
+
+@dataclass
+class Throughput:
+    """One peer's built contender: ``run()`` does some work and returns its env steps."""
+
+    label: str
+    """Its row in the table, e.g. ``NAME PPO (fp32)``."""
+    run: Callable[[], float]
+    close: Callable[[], None]
+    meta: dict[str, Any] = field(default_factory=dict)
+    per: str = "rate"
+    """``rate``: ``run`` returns units of work, timed by the caller; ``self``: it returns
+    the rate it measured itself (a peer in another process)."""
+
+
+@runtime_checkable
+class Peer(Protocol):
+    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals)."""
+
+    name: str
+    """Key in figure names, ``--contenders`` and ``--peer-python`` (lower case, no spaces)."""
+    label: str
+    """Its name in tables."""
+    colour: str
+    measurements: frozenset[str]
+
+    def unavailable(self) -> str | None:
+        """Why it cannot run here (not installed, cannot load), or None."""
+        ...
+
+    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any: ...
+
+    def dqn_algorithm(self) -> dict[str, Any]: ...
+
+    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput: ...
+
+    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any: ...
+
+    def race_skip(self, env: str, algo: str) -> str | None: ...
+
+    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]: ...
+
+    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]: ...
+
+
+class BasePeer:
+    """Defaults for a peer: available, and refusing every measurement it does not list."""
+
+    name = "peer"
+    label = "peer"
+    colour = "#7f8c8d"
+    measurements: frozenset[str] = frozenset()
+
+    def unavailable(self) -> str | None:
+        return None
+
+    def _refuse(self, what: str) -> PeerUnavailable:
+        return PeerUnavailable(f"{self.label} takes no part in the {what} measurement")
+
+    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
+        raise self._refuse("dqn")
+
+    def dqn_algorithm(self) -> dict[str, Any]:
+        return {}
+
+    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
+        raise self._refuse("ppo")
+
+    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any:
+        raise self._refuse("replay")
+
+    def race_skip(self, env: str, algo: str) -> str | None:
+        return None if "race" in self.measurements else f"{self.label} does not race"
+
+    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
+        raise self._refuse("race")
+
+    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]:
+        raise self._refuse("contention")
+
+
+_PEERS: dict[str, Peer] = {}
+_PYTHON: dict[str, str] = {}
+
+
+def register(peer: Peer) -> Peer:
+    """Add ``peer`` (replacing one of the same name); returns it."""
+    if not isinstance(peer, Peer):
+        raise TypeError(f"{peer!r} does not satisfy rlamd.bench.peer.Peer")
+    _PEERS[peer.name] = peer
+    return peer
+
+
+def _builtins() -> None:
+    importlib.import_module("rlamd.bench.peers")  # registers the peers the library ships
+
+
+def peers(measurement: str | None = None) -> list[Peer]:
+    """The registered peers (in registration order), those taking part in ``measurement``."""
+    _builtins()
+    if measurement is not None and measurement not in MEASUREMENTS:
+        raise ValueError(f"measurement {measurement!r}; accepted: {', '.join(MEASUREMENTS)}")
+    return [p for p in _PEERS.values() if measurement is None or measurement in p.measurements]
+
+
+def get(name: str) -> Peer:
+    """The peer called ``name``; ValueError naming the nearest one otherwise."""
+    _builtins()
+    if name not in _PEERS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(_PEERS), n=1)
+        raise ValueError(
+            f"unknown peer '{name}'; accepted: {', '.join(_PEERS)}"
+            + (f". Did you mean '{close[0]}'?" if close else "")
+        )
+    return _PEERS[name]
+
+
+def set_python(spec: str) -> None:
+    """``NAME=PATH`` from ``--peer-python``: run peer NAME's processes with that interpreter."""
+    name, sep, path = spec.partition("=")
+    if not sep or not path:
+        raise ValueError(
+            f"--peer-python {spec!r}; accepted: NAME=PATH (e.g. NAME=/venv/bin/python)"
+        )
+    get(name)
+    if shutil.which(path) is None:
+        raise ValueError(f"--peer-python {spec!r}: {path} is not an executable")
+    _PYTHON[name] = path
+
+
+def peer_python(name: str) -> str:
+    """The interpreter for peer ``name``: ``--peer-python``, else the venv that
+    ``bash scripts/setup.sh --bench-peers`` makes (``.venv-peers/NAME``), else this one."""
+    if name in _PYTHON:
+        return _PYTHON[name]
+    made = Path(__file__).resolve().parents[2] / ".venv-peers" / name / "bin" / "python"
+    return str(made) if made.exists() else sys.executable
+
+
+def require(module: str, extra: str, python: str | None = None) -> Any:
+    """Import ``module`` here (or check ``python`` can); PeerUnavailable saying ``extra``."""
+    if python is not None and python != sys.executable:
+        probe = subprocess.run([python, "-c", f"import {module}"], capture_output=True, text=True)
+        if probe.returncode != 0:
+            last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+            raise PeerUnavailable(f"{module} not importable by {python} ({last}); {extra}")
+        return None
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # ImportError, or a broken install raising anything
+        raise PeerUnavailable(
+            f"{module} not importable ({exc.__class__.__name__}: {exc}); {extra}"
+        ) from exc

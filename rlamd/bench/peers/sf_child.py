@@ -1,0 +1,152 @@
+"""Sample Factory's own process, run by the interpreter of its venv (never imports rlamd).
+
+``PYTHON sf_child.py --sf-env ENV --family atari|classic --dir DIR [--eval-every K] -- ARGS``
+trains APPO with Sample Factory's own argument parser, env registration and wrappers
+(``sf_examples.atari`` for Atari games, a plain ``gym.make`` for classic control; ale-py's
+wheel carries the ROMs, registered with ``ale_py.registration``), ARGS last. After every
+training step it prints ``RLAMD_PROGRESS {"steps": N, "t": SECONDS}`` (env steps are
+agent decisions). With ``--eval-every`` it asks the learner for a checkpoint each time the
+steps pass a multiple, and a thread turns each new checkpoint into
+``DIR/policy_STEPS.pt``: a TorchScript of observations -> action logits (the observation
+normaliser included) that rlamd's side loads without Sample Factory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+
+def _make_gym_env(name, cfg=None, env_config=None, render_mode=None):
+    """A classic-control env as Sample Factory's gym example makes it (module level: its
+    workers are spawned processes and pickle it)."""
+    import gymnasium as gym
+
+    return gym.make(name, render_mode=render_mode)
+
+
+def _make_atari(name, cfg=None, env_config=None, render_mode=None):
+    """Sample Factory's own Atari env (its wrappers), in a process that has registered
+    ale-py's ROM-carrying ``NoFrameskip-v4`` ids first (its workers are spawned afresh)."""
+    import gymnasium as gym
+    from ale_py.registration import register_v0_v4_envs
+    from sf_examples.atari.atari_utils import make_atari_env
+
+    if "PongNoFrameskip-v4" not in gym.registry:
+        register_v0_v4_envs()
+    return make_atari_env(name, cfg, env_config, render_mode=render_mode)
+
+
+def _register(family: str, sf_env: str) -> None:
+    from sample_factory.envs.env_utils import register_env
+
+    if family == "atari":
+        register_env(sf_env, _make_atari)
+    else:
+        register_env(sf_env, _make_gym_env)
+
+
+def _config(family: str, argv: list[str]):
+    if family == "atari":
+        from sf_examples.atari.train_atari import parse_atari_args
+
+        return parse_atari_args(argv)
+    from sample_factory.cfg.arguments import parse_full_cfg, parse_sf_args
+
+    parser, _ = parse_sf_args(argv=argv)
+    return parse_full_cfg(parser, argv)
+
+
+class _Exporter(threading.Thread):
+    """Turns each new learner checkpoint into ``policy_STEPS.pt`` (TorchScript logits)."""
+
+    def __init__(self, cfg, runner, out: Path) -> None:
+        super().__init__(daemon=True, name="rlamd-export")
+        self.cfg, self.runner, self.out, self.seen = cfg, runner, out, set()
+
+    def _export(self, path: Path) -> None:
+        import torch
+        from sample_factory.model.actor_critic import create_actor_critic
+
+        info = self.runner.env_info
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ac = create_actor_critic(self.cfg, info.obs_space, info.action_space)
+        ac.load_state_dict(ckpt["model"])
+        ac.eval()
+
+        class Logits(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.ac = ac
+
+            def forward(self, obs):
+                head = self.ac.forward_head(self.ac.normalize_obs({"obs": obs}))
+                core, _ = self.ac.forward_core(head, head[:, :1])
+                return self.ac.forward_tail(core, values_only=False, sample_actions=False)[
+                    "action_logits"
+                ]
+
+        space = info.obs_space["obs"]
+        example = torch.zeros((8, *space.shape), dtype=torch.from_numpy(space.sample()).dtype)
+        with torch.no_grad():
+            traced = torch.jit.trace(Logits(), example, check_trace=False)
+        tmp = self.out / f".policy_{ckpt['env_steps']}.tmp"
+        traced.save(str(tmp))
+        os.replace(tmp, self.out / f"policy_{ckpt['env_steps']:012d}.pt")
+
+    def run(self) -> None:
+        folder = Path(self.cfg.train_dir) / self.cfg.experiment / "checkpoint_p0"
+        while True:
+            for path in sorted(folder.glob("checkpoint_*.pth")):
+                if path.name not in self.seen:
+                    self.seen.add(path.name)
+                    try:
+                        self._export(path)
+                    except Exception as exc:  # a checkpoint rotated away while read
+                        print(f"rlamd: export of {path.name} failed: {exc}", file=sys.stderr)
+            time.sleep(0.2)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(prog="sf_child.py")
+    p.add_argument("--sf-env", required=True)
+    p.add_argument("--family", required=True, choices=("atari", "classic"))
+    p.add_argument("--dir", required=True)
+    p.add_argument("--eval-every", type=int, default=0)
+    p.add_argument("sf_args", nargs=argparse.REMAINDER)
+    args = p.parse_args()
+    out = Path(args.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    _register(args.family, args.sf_env)
+    from sample_factory.algo.runners.runner import AlgoObserver
+    from sample_factory.algo.utils.misc import ExperimentStatus
+    from sample_factory.train import make_runner
+
+    sf_args = [a for a in args.sf_args if a != "--"]
+    cfg, runner = make_runner(_config(args.family, [f"--env={args.sf_env}", *sf_args]))
+    every, due = args.eval_every, [args.eval_every]
+
+    class Progress(AlgoObserver):
+        def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
+            steps = int(runner.env_steps.get(0, 0))
+            print("RLAMD_PROGRESS " + json.dumps({"steps": steps, "t": time.time()}), flush=True)
+            if every and steps >= due[0]:
+                runner._save_policy()  # the learner writes a checkpoint; the exporter follows
+                due[0] = (steps // every + 1) * every
+
+    runner.register_observer(Progress())
+    if every:
+        _Exporter(cfg, runner, out).start()
+    status = runner.init()
+    if status == ExperimentStatus.SUCCESS:
+        status = runner.run()
+    return 0 if status in (ExperimentStatus.SUCCESS, ExperimentStatus.INTERRUPTED) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

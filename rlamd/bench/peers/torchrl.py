@@ -1,0 +1,82 @@
+"""TorchRL as a peer for prioritized replay: its ``PrioritizedSampler`` (C++ sum/min trees).
+
+torchrl 0.14.1's prebuilt extension is linked against another torch and fails to load with
+torch 2.13 (undefined symbol); the sources its wheel ships (``csrc/``) build against ours,
+once, into ``~/.cache/rlamd`` (``RLAMD_CACHE``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+from typing import Any
+
+from rlamd.bench.peer import BasePeer, PeerUnavailable, require
+
+__all__ = ["PEER"]
+
+
+def _build_extension(torchrl_dir: Path) -> Any:
+    from torch.utils.cpp_extension import load
+
+    csrc = torchrl_dir / "csrc"
+    sources = [csrc / "pybind.cpp", csrc / "utils.cpp"]
+    if not all(s.exists() for s in sources):
+        raise PeerUnavailable(f"torchrl's extension does not load and {csrc} has no sources")
+    cache = Path(os.environ.get("RLAMD_CACHE", Path.home() / ".cache" / "rlamd")) / "torchrl_ext"
+    cache.mkdir(parents=True, exist_ok=True)
+    try:
+        return load(name="_torchrl", sources=[str(s) for s in sources],
+                    extra_include_paths=[str(csrc)], build_directory=str(cache), verbose=False)  # fmt: skip
+    except Exception as exc:
+        raise PeerUnavailable(f"building torchrl's segment tree from {csrc} failed: {exc}") from exc
+
+
+def prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any:
+    """TorchRL's ``PrioritizedSampler`` with its C++ sum/min trees."""
+    torchrl = require("torchrl", "`pip install torchrl` to compare against it")
+    prio = importlib.import_module("torchrl.data.replay_buffers.samplers.prioritized")
+    if prio.SumSegmentTreeFp32 is None:
+        ext = _build_extension(Path(torchrl.__file__).parent)
+        for name in (
+            "SumSegmentTreeFp32",
+            "MinSegmentTreeFp32",
+            "SumSegmentTreeFp64",
+            "MinSegmentTreeFp64",
+        ):
+            setattr(prio, name, getattr(ext, name))
+    return prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
+
+
+class TorchRL(BasePeer):
+    name, label, colour = "torchrl", "TorchRL", "#8e44ad"
+    measurements = frozenset({"replay"})
+
+    def unavailable(self) -> str | None:
+        try:
+            require("torchrl", "`pip install torchrl` to compare against it")
+        except PeerUnavailable as exc:
+            return str(exc)
+        return None
+
+    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
+        """``run()`` draws ``batch`` and writes their priorities, ``iters`` times."""
+        import torch
+        from torchrl.data import LazyTensorStorage
+
+        sampler = prioritized_sampler(capacity, alpha, beta)
+        storage = LazyTensorStorage(capacity)
+        storage.set(torch.arange(capacity), torch.zeros(capacity, 1))
+        sampler.update_priority(torch.arange(capacity), torch.rand(capacity) * 5 + 1e-3)
+
+        def run() -> int:
+            for _ in range(iters):
+                idx, _info = sampler.sample(storage, batch)
+                sampler.update_priority(idx, torch.rand(batch))
+            return iters
+
+        return run
+
+
+PEER = TorchRL()
