@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-AFTER = 300
+AFTER = 100
 """Steps one env instance takes before it misbehaves."""
 
 
