@@ -8,6 +8,7 @@ instance, in the middle of a short cartpole-sized run.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -228,3 +229,67 @@ def test_a_finished_run_has_no_error_log(tmp_path):
     )
     assert status == 0 and not (tmp_path / "ok" / "error.log").exists()
     assert torch.is_tensor(load_checkpoint(tmp_path / "ok" / "checkpoint.pt")["torch_rng"])
+
+
+def test_an_env_that_never_ends_is_checkpointed_before_its_capped_evaluation(
+    tmp_path, capsys, monkeypatch
+):
+    """Regression: the first evaluation of an env without an end played 2M steps into a
+    ZeroDivisionError, before the checkpoint due at the same step was written."""
+    import rlamd.runner as runner
+
+    real, seen = runner.evaluate_episodes, []
+
+    def evaluate(*args, **kwargs):
+        seen.append(load_checkpoint(tmp_path / "r" / "checkpoint.pt")["step"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_episodes", evaluate)
+    status = _train(
+        tmp_path,
+        "NeverEnds",
+        "--eval-every",
+        "128",
+        "--eval-episodes",
+        "2",
+        "--steps",
+        "128",
+        "--set",
+        "env.eval_max_steps=40",
+    )
+    out = capsys.readouterr().out
+    assert status == 0 and seen == [128]
+    assert re.search(r"eval at 128: [\d.]+ \+/- [\d.]+ over 2 games \(2 cut at 40 steps", out)
+
+
+def test_evaluation_caps_episodes_only_where_the_env_sets_no_limit():
+    from rlamd.envs import EnvConfig
+    from rlamd.evaluate import EVAL_MAX_STEPS, _cap
+
+    assert _cap(faulty_envs.IDS["NeverEnds"], MODULE, None) == EVAL_MAX_STEPS
+    assert _cap("CartPole-v1", None, None) is None  # its own limit, 500
+    assert _cap("CartPole-v1", None, EnvConfig(eval_max_steps=9)) == 9
+    assert _cap(faulty_envs.IDS["NeverEnds"], MODULE, EnvConfig(max_episode_steps=7)) is None
+
+
+def test_an_evaluation_with_no_finished_episode_says_so(tmp_path, capsys):
+    from rlamd.logger import RunLogger
+
+    logger = RunLogger(tmp_path, 100, 0, tensorboard=False, progress=False)
+    logger.evaluation(50, [])
+    logger.close()
+    assert "eval at 50: no evaluation episode finished" in capsys.readouterr().out
+    assert (tmp_path / "evals.csv").read_text() == "step,mean,std,episodes\n"
+
+
+def test_rlamd_evaluate_says_how_far_a_long_evaluation_is(tmp_path, capsys, monkeypatch):
+    import rlamd.evaluate as evaluate
+
+    assert _train(tmp_path, "NeverEnds", "--steps", "64", "--set", "env.eval_max_steps=30") == 0
+    capsys.readouterr()
+    monkeypatch.setattr(evaluate, "PROGRESS_EVERY_S", 0.0)
+    run = str(tmp_path / "r")
+    assert evaluate.main([run, "--episodes", "2", "--device", "cpu"]) == 0
+    out, err = capsys.readouterr()
+    assert "rlamd: evaluating: 0 of 2 episodes done" in err
+    assert "2 episodes" in out and "2 cut at 30 steps without an end" in out
