@@ -294,7 +294,9 @@ class DQN:
         weights = batch.weights / (wmax if self.sync is None else self.sync.max(wmax))
         loss = (weights * F.smooth_l1_loss(q, y, reduction="none")).mean()
         self.precision.step(loss, self.optimizer, self.params)
-        td_abs = td.detach().abs()
+        # A non-finite |TD| (NaN or inf from the env: the update was skipped) becomes the
+        # smallest priority, so the row is seldom drawn again and the sum tree stays finite.
+        td_abs = torch.nan_to_num(td.detach().abs(), nan=0.0, posinf=0.0)
         self._stats += torch.stack(
             [
                 loss.detach(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .atari import AtariConfig, make_atari
+from .checks import EnvFault, EnvHealth, EnvInterrupted
 from .classic import make_classic
 from .generic import (
     EnvConfig,
@@ -29,7 +30,10 @@ __all__ = [
     "ActionInfo",
     "AtariConfig",
     "EnvConfig",
+    "EnvFault",
+    "EnvHealth",
     "EnvId",
+    "EnvInterrupted",
     "EnvProbe",
     "ObsTransform",
     "Step",

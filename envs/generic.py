@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import multiprocessing
+import signal
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gymnasium as gym
 
+from .checks import CheckedEnv
 from .registry import parse_env_id, resolve_factory
 from .spaces import ActionInfo, ObsTransform, action_info, is_image_space
 from .vector import VecEnv
@@ -56,6 +60,16 @@ class EnvConfig:
     """Image observations: resize frames to N x N pixels (0: keep their size)."""
     max_episode_steps: int | None = None
     """Cut episodes after this many steps (none: the env's own limit, if it has one)."""
+    step_timeout: float = 120.0
+    """vector=async: seconds one step may take before the run stops naming the env that
+    hung (0: wait forever)."""
+    eval_max_steps: int | None = None
+    """Cut evaluation episodes after this many steps, and say so (none: the env's own
+    limit where it has one, else 27000)."""
+    max_skipped_updates: int = 1000
+    """Stop the run, with a checkpoint, once this many learner updates were skipped for
+    non-finite values (as NaN observations or rewards cause) in log intervals where most
+    updates were skipped (0: never)."""
 
     def __post_init__(self) -> None:
         if self.vector not in VECTOR_MODES:
@@ -65,6 +79,14 @@ class EnvConfig:
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise ValueError(
                 f"max_episode_steps={self.max_episode_steps}; accepted: an integer >= 1, or none"
+            )
+        if self.eval_max_steps is not None and self.eval_max_steps < 1:
+            raise ValueError(
+                f"eval_max_steps={self.eval_max_steps}; accepted: an integer >= 1, or none"
+            )
+        if self.step_timeout < 0:
+            raise ValueError(
+                f"step_timeout={self.step_timeout}; accepted: seconds > 0, or 0 (wait forever)"
             )
 
 
@@ -94,12 +116,17 @@ def _make_raw(game: str, render: bool) -> gym.Env:
 
 
 def _build_one(
-    game: str, cfg: EnvConfig, render: bool = False, recorders: list | None = None
+    game: str,
+    cfg: EnvConfig,
+    render: bool = False,
+    recorders: list | None = None,
+    index: int = 0,
 ) -> gym.Env:
-    """One env, converted as the module docstring says (warnings recorded, not raised)."""
+    """One env (``index`` of its vector env), checked (:class:`rlamd.envs.checks.CheckedEnv`)
+    and converted as the module docstring says (warnings recorded, not raised)."""
     with warnings.catch_warnings(record=True):
         warnings.simplefilter("always")
-        env = _make_raw(game, render)
+        env = CheckedEnv(_make_raw(game, render), game, index)
     if cfg.max_episode_steps is not None:
         env = gym.wrappers.TimeLimit(env, cfg.max_episode_steps)
     if recorders is not None:
@@ -139,12 +166,15 @@ def make_generic(
     game = parse_env_id(name, module).game
     recorders: list[FrameRecorder] = []
     fns = [
-        functools.partial(_build_one, game, cfg, *((True, recorders) if render and not i else ()))
+        functools.partial(
+            _build_one, game, cfg, render and not i, recorders if render and not i else None, i
+        )
         for i in range(num_envs)
     ]
     mode = gym.vector.AutoresetMode.SAME_STEP
     if cfg.vector == "async" and not render:
-        venv: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+        workers = [functools.partial(_in_worker, fn) for fn in fns]
+        venv: gym.vector.VectorEnv = gym.vector.AsyncVectorEnv(workers, autoreset_mode=mode)
     else:
         venv = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
     space = venv.single_observation_space
@@ -155,7 +185,18 @@ def make_generic(
         name=game,
         frame_stack=cfg.frame_stack if one_channel else 1,
         recorder=recorders[0] if recorders else None,
+        step_timeout=cfg.step_timeout or None,
     )
+
+
+def _in_worker(build: Callable[[], gym.Env]) -> gym.Env:
+    """An ``AsyncVectorEnv`` worker's env. The worker ignores Ctrl-C (the terminal sends it
+    to the whole process group): the main process decides how a run stops, and a worker
+    that died of it would end the run with its traceback. (gymnasium also makes one env in
+    the main process, to read the spaces: that one keeps the handler.)"""
+    if multiprocessing.parent_process() is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return build()
 
 
 @dataclass(frozen=True)
@@ -172,6 +213,8 @@ class EnvProbe:
     """Image observations (the CNN)."""
     notes: tuple[str, ...]
     """Warnings gymnasium's env checker gave (recorded, never raised)."""
+    max_episode_steps: int | None = None
+    """The env's own time limit (a ``TimeLimit`` its maker put on it), None without one."""
 
 
 @functools.lru_cache(maxsize=32)
@@ -199,9 +242,19 @@ def probe_env(name: str, module: str | None = None) -> EnvProbe:
         actions = action_info(act_space)
         ObsTransform(obs_space)  # refuses what the networks cannot take
         notes = _checked(name, env, caught)
+        limit = _own_limit(env)
     finally:
         env.close()
-    return EnvProbe(obs_space, act_space, actions, is_image_space(obs_space), notes)
+    return EnvProbe(obs_space, act_space, actions, is_image_space(obs_space), notes, limit)
+
+
+def _own_limit(env: gym.Env) -> int | None:
+    """The step limit of the outermost ``TimeLimit`` around ``env``, if any."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, gym.wrappers.TimeLimit):
+            return int(env._max_episode_steps)
+        env = env.env
+    return None
 
 
 def _unmade(name: str, exc: Exception) -> ValueError:

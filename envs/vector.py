@@ -14,19 +14,27 @@ observation in ``info["final_obs"]``. :class:`VecEnv` adds what training needs:
   unclipped vector is what ``Step.actions`` reports, for the log-probabilities).
 
 gymnasium's ``AsyncVectorEnv`` steps in :meth:`VecEnv.send` / :meth:`VecEnv.recv` as
-ale-py's C++ env does (``step_async`` / ``step_wait``).
+ale-py's C++ env does (``step_async`` / ``step_wait``), waiting at most ``step_timeout``
+seconds: a hung env becomes an :class:`rlamd.envs.checks.EnvFault` naming it, and a vector
+env that failed is closed by terminating its processes (a graceful close would wait for
+the hung step).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
+from .checks import EnvFault
 from .spaces import action_info
 
 __all__ = ["Step", "VecEnv"]
+
+_SILENT = 100
+"""A ``gymnasium.logger.min_level`` above its ERROR: nothing is printed."""
 
 
 class Step(NamedTuple):
@@ -73,9 +81,14 @@ class VecEnv:
         name: str = "",
         frame_stack: int | None = None,
         recorder: Any = None,
+        step_timeout: float | None = None,
     ) -> None:
         self.env = env
         self.name = name
+        self._async = isinstance(env, gym.vector.AsyncVectorEnv)
+        self.step_timeout = step_timeout if self._async and step_timeout else None
+        """Seconds an ``AsyncVectorEnv`` step may take (None: no limit)."""
+        self._failed = False
         space = env.single_observation_space
         image = str(space.dtype) == "uint8" and len(space.shape) == 3
         self.frame_stack = frame_stack or (int(space.shape[0]) if image else 1)
@@ -169,10 +182,16 @@ class VecEnv:
     def recv(self) -> Step:
         """The result of the step :meth:`send` started."""
         actions = self._sent
-        if self._finish is not None:
-            obs, reward, terminated, truncated, info = self._finish()
-        else:
-            obs, reward, terminated, truncated, info = self.env.step(self._to_env)
+        try:
+            if self._async:
+                obs, reward, terminated, truncated, info = self._wait()
+            elif self._finish is not None:
+                obs, reward, terminated, truncated, info = self._finish()
+            else:
+                obs, reward, terminated, truncated, info = self.env.step(self._to_env)
+        except BaseException:
+            self._failed = True
+            raise
         reward = np.asarray(reward, dtype=np.float64)
         terminated = np.asarray(terminated, dtype=bool)
         truncated = np.asarray(truncated, dtype=bool)
@@ -214,8 +233,31 @@ class VecEnv:
             actions=actions,
         )
 
+    def _wait(self) -> tuple:
+        """``step_wait`` within ``step_timeout``, gymnasium's own error log silenced (the
+        error it re-raises is the one line to print)."""
+        level = gym.logger.min_level
+        gym.logger.min_level = _SILENT
+        try:
+            return self.env.step_wait(self.step_timeout)
+        except multiprocessing.TimeoutError:
+            pipes = getattr(self.env, "parent_pipes", [])
+            hung = [i for i, p in enumerate(pipes) if p is not None and not p.poll()]
+            raise EnvFault(
+                f"env {self.name} (env {', '.join(map(str, hung)) or '?'}): step() took longer "
+                f"than env.step_timeout={self.step_timeout:g} s; accepted: a step that returns "
+                "(raise env.step_timeout for a slow env, 0: wait forever)"
+            ) from None
+        finally:
+            gym.logger.min_level = level
+
     def close(self) -> None:
-        self.env.close()
+        """Close the envs; after a failed or interrupted step, an ``AsyncVectorEnv``'s
+        processes are terminated instead of waited for."""
+        if self._async and self._failed:
+            self.env.close(terminate=True)
+        else:
+            self.env.close()
 
     def __enter__(self) -> VecEnv:
         return self

@@ -4,6 +4,12 @@ It owns the env and its current observations, makes the one host round trip per 
 step that the env needs (actions to the host, observations to the device), and hands
 finished episodes' real scores to whoever logs them. The same object runs in a single
 process or inside a Ray rollout actor.
+
+It is where the env's output enters rlamd: each env checks its own returns against its
+spaces (:class:`rlamd.envs.checks.CheckedEnv`), and the collector counts non-finite
+observations and rewards per env index on each batch (:class:`rlamd.envs.EnvHealth`,
+vectorised on the host arrays, read once per log interval). Ctrl-C while the env steps
+becomes :class:`rlamd.envs.EnvInterrupted`: the run can still write its checkpoint.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from rlamd.envs import Step, VecEnv
+from rlamd.envs import EnvHealth, EnvInterrupted, Step, VecEnv
 from rlamd.profiling import span
 
 __all__ = ["Collector"]
@@ -30,7 +36,13 @@ class Collector:
 
     def __init__(self, env: VecEnv, device: torch.device, seed: int) -> None:
         self.env, self.device = env, device
-        self.obs = env.reset(seed=seed)
+        self.health = EnvHealth(env.num_envs, env.name or "the env")
+        """Non-finite observations and rewards counted as they arrive."""
+        try:
+            self.obs = env.reset(seed=seed)
+        except KeyboardInterrupt:
+            raise EnvInterrupted(f"interrupted in {env.name}'s reset()") from None
+        self.health.check_obs(self.obs)
         pin = device.type == "cuda"
         self._staging = torch.empty(self.obs.shape, dtype=torch.from_numpy(self.obs[:1]).dtype)
         # Recorded after each copy out of the pinned buffer: the next write waits for it.
@@ -78,12 +90,24 @@ class Collector:
         with span("act"):
             self._chosen = policy(self.obs_tensor()).cpu().numpy()
         with span("env"):
-            self.env.send(self._chosen)
+            try:
+                self.env.send(self._chosen)
+            except KeyboardInterrupt:
+                raise EnvInterrupted(f"interrupted in {self.env.name}'s step()") from None
 
     def recv(self) -> tuple[np.ndarray, np.ndarray, Step]:
         """Finish the step :meth:`send` started: ``(obs_before, chosen, step)`` as :meth:`step`."""
         with span("env"):
-            step = self.env.recv()
+            try:
+                step = self.env.recv()
+            except KeyboardInterrupt:
+                raise EnvInterrupted(f"interrupted in {self.env.name}'s step()") from None
+        health = self.health
+        health.check_obs(step.obs)
+        health.check_reward(step.reward)
+        if step.done.any():
+            rows = np.flatnonzero(step.done)
+            health.check_obs(step.final_obs[rows], rows)
         before, self.obs = self.obs, step.obs
         return before, self._chosen, step
 

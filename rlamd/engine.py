@@ -103,7 +103,7 @@ class LocalEngine:
 
     def __init__(self, cfg: RunConfig, start_step: int, agent_state: dict | None, log) -> None:
         train = cfg.train
-        self.cfg, self.algo = cfg, get_algorithm(train.algo)
+        self.cfg, self.algo, self._log = cfg, get_algorithm(train.algo), log
         self.device = resolve_device(train.device)
         self.info = describe_device(self.device)
         plan = plan_threads(train.threads, train.num_envs)
@@ -144,7 +144,18 @@ class LocalEngine:
         return [(n, s.finished()) for s in self.loop.iterate()]
 
     def metrics(self) -> dict[str, float]:
-        return {**self.loop.metrics(), "system/device_memory_mb": device_memory_mb(self.device)}
+        """The loop's metrics, the memory held, and what came from the env non-finite (said
+        in a line naming the envs, when anything did)."""
+        health = self.collector.health
+        line = health.take()
+        if line is not None:
+            self._log(line)
+        return {
+            **self.loop.metrics(),
+            "system/device_memory_mb": device_memory_mb(self.device),
+            "env/nonfinite_observations": float(health.total_obs),
+            "env/nonfinite_rewards": float(health.total_reward),
+        }
 
     def agent_state(self) -> dict:
         return self.agent.state_dict()

@@ -13,8 +13,11 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -25,14 +28,69 @@ from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
-from rlamd.envs import AtariConfig, EnvConfig, make_env, parse_env_id, render_problem
+from rlamd.envs import (
+    AtariConfig,
+    EnvConfig,
+    EnvFault,
+    make_env,
+    parse_env_id,
+    probe_env,
+    render_problem,
+)
 from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 
-__all__ = ["evaluate_policy", "main"]
+__all__ = ["EVAL_MAX_STEPS", "Evaluation", "evaluate_episodes", "evaluate_policy", "main"]
+
+
+EVAL_MAX_STEPS = 27_000
+"""Steps an evaluation episode of an env without a time limit of its own may take (108,000
+Atari frames at frame skip 4: the cap score tables use); ``env.eval_max_steps`` sets it."""
+PROGRESS_EVERY_S = 10.0
+"""A long evaluation says how far it is at least this often."""
+
+
+class Evaluation(NamedTuple):
+    """What an evaluation played."""
+
+    scores: list[float]
+    """Each counted episode's real score (an episode the cap cut: its score so far)."""
+    cut: int
+    """Counted episodes that the step cap cut (``cap`` steps without an end)."""
+    cap: int | None
+    """The step cap rlamd put on each episode (None: the env's own limit, or Atari's)."""
+    steps: int
+    """Env steps played."""
+
+    def note(self) -> str:
+        """What to say beside the scores: episodes the cap cut, or the play that ran out."""
+        if self.cut:
+            return (
+                f" ({self.cut} cut at {self.cap:,} steps without an end: env.eval_max_steps "
+                "sets the cap)"
+            )
+        return ""
 
 
 def evaluate_policy(
+    policy: Callable[[torch.Tensor], torch.Tensor], env_name: str, episodes: int, **kwargs
+) -> list[float]:
+    """:func:`evaluate_episodes`' scores."""
+    return evaluate_episodes(policy, env_name, episodes, **kwargs).scores
+
+
+def _cap(env_name: str, module: str | None, env_cfg: EnvConfig | None) -> int | None:
+    """The step cap evaluation puts on a non-Atari env: ``env.eval_max_steps``, else none
+    where the env has a limit of its own, else :data:`EVAL_MAX_STEPS`."""
+    cfg = env_cfg or EnvConfig()
+    if cfg.eval_max_steps is not None:
+        return cfg.eval_max_steps
+    if cfg.max_episode_steps is not None or probe_env(env_name, module).max_episode_steps:
+        return None
+    return EVAL_MAX_STEPS
+
+
+def evaluate_episodes(
     policy: Callable[[torch.Tensor], torch.Tensor],
     env_name: str,
     episodes: int,
@@ -45,16 +103,22 @@ def evaluate_policy(
     max_steps: int = 2_000_000,
     module: str | None = None,
     env_cfg: EnvConfig | None = None,
-) -> list[float]:
-    """Play ``episodes`` whole episodes with ``policy`` and return their real scores.
+    say: Callable[[str], None] | None = None,
+) -> Evaluation:
+    """Play ``episodes`` whole episodes with ``policy``: their real scores and what was cut.
 
     ``video_dir`` gets one GIF per episode of env 0 (as many as each env plays): Atari
     from its frames, every other env from ``render()`` (check first with
     :func:`rlamd.envs.render_problem`). ``module`` and ``env_cfg`` make the env as the run
-    did (``train.env_module``, the ``env`` section).
+    did (``train.env_module``, the ``env`` section). An episode of an env without an end
+    is cut at the cap (:func:`_cap`) and counted with its score so far; ``say`` hears
+    how far the play is every :data:`PROGRESS_EVERY_S` seconds.
     """
     is_atari = parse_env_id(env_name, module).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
+    cap = None if is_atari else _cap(env_name, module, env_cfg)
+    if cap is not None:
+        env_cfg = replace(env_cfg or EnvConfig(), max_episode_steps=cap)
     n = num_envs or min(episodes, 8)
     render = video_dir is not None and not is_atari
     env = make_env(
@@ -62,10 +126,11 @@ def evaluate_policy(
     )
     collector = Collector(env, device, seed)
     scores: list[float] = []
+    cut = 0
     started = np.zeros(n, dtype=np.int64)  # episodes begun per env: keeps the mix unbiased
     quota = -(-episodes // n)
     video = _Video(video_dir, env, quota) if video_dir is not None else None
-    steps = 0
+    steps, told = 0, time.monotonic()
     try:
         while len(scores) < episodes and steps < max_steps:
             _, _, s = collector.step(policy)
@@ -75,10 +140,16 @@ def evaluate_policy(
             for i in np.flatnonzero(s.done):
                 if started[i] < quota:
                     scores.append(float(s.episode_return[i]))
+                    cut += bool(cap and s.truncated[i] and s.episode_length[i] >= cap)
                 started[i] += 1
+            if say is not None and time.monotonic() - told >= PROGRESS_EVERY_S:
+                told = time.monotonic()
+                say(
+                    f"rlamd: evaluating: {len(scores)} of {episodes} episodes done, {steps:,} steps"
+                )
     finally:
         collector.close()
-    return scores[:episodes]
+    return Evaluation(scores[:episodes], min(cut, episodes), cap, steps)
 
 
 class _Video:
@@ -169,48 +240,85 @@ def main(argv: list[str] | None = None) -> int:
     except (CheckpointError, DeviceError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    problem = _video_problem(args.video, cfg)
+    if problem is not None:
+        print(f"error: --video {args.video}: {problem}", file=sys.stderr)
+        return 2
     train = cfg.train
-    if args.video and parse_env_id(train.env, train.env_module).family != "atari":
-        problem = render_problem(train.env, train.env_module, cfg.env)
-        if problem is not None:
-            print(
-                f"error: --video {args.video}: {train.env} cannot draw frames: {problem}; "
-                "accepted: an env that renders with render_mode='rgb_array' (or leave out --video)",
-                file=sys.stderr,
-            )
-            return 2
     policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
-    scores = evaluate_policy(
-        policy,
-        train.env,
-        args.episodes,
-        device=device,
-        seed=args.seed,
-        atari=cfg.atari,
-        video_dir=Path(args.video) if args.video else None,
-        module=train.env_module,
-        env_cfg=cfg.env,
+    try:
+        played = evaluate_episodes(
+            policy,
+            train.env,
+            args.episodes,
+            device=device,
+            seed=args.seed,
+            atari=cfg.atari,
+            video_dir=Path(args.video) if args.video else None,
+            module=train.env_module,
+            env_cfg=cfg.env,
+            say=lambda text: print(text, file=sys.stderr, flush=True),
+        )
+    except EnvFault as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("rlamd: evaluation interrupted; nothing was written", file=sys.stderr)
+        return 130
+    _report(args, path, cfg, int(state["step"]), played)
+    return 0
+
+
+def _video_problem(video: str | None, cfg: RunConfig) -> str | None:
+    """Why ``--video`` cannot be written, before anything is played (None: it can)."""
+    if not video:
+        return None
+    folder = Path(video)
+    if folder.exists() and not folder.is_dir():
+        return "that is a file; accepted: a folder (new or existing) for the GIFs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"cannot create that folder ({exc.strerror or exc}); accepted: a folder it can write"
+    train = cfg.train
+    if parse_env_id(train.env, train.env_module).family == "atari":
+        return None
+    problem = render_problem(train.env, train.env_module, cfg.env)
+    if problem is None:
+        return None
+    return (
+        f"{train.env} cannot draw frames: {problem}; accepted: an env that renders with "
+        "render_mode='rgb_array' (or leave out --video)"
     )
+
+
+def _report(args, path: Path, cfg: RunConfig, step: int, played: Evaluation) -> None:
+    scores, train = played.scores, cfg.train
     result = {
         "checkpoint": str(path),
         "env": train.env,
         "algo": train.algo,
-        "step": int(state["step"]),
+        "step": step,
         "episodes": len(scores),
         "mean": statistics.fmean(scores) if scores else float("nan"),
         "std": statistics.pstdev(scores) if scores else float("nan"),
         "min": min(scores) if scores else float("nan"),
         "max": max(scores) if scores else float("nan"),
         "scores": scores,
+        "cut": played.cut,
     }
     if args.json:
         print(json.dumps(result))
+    elif not scores:
+        print(
+            f"{train.env} ({train.algo}, step {step:,}): no episode finished in {played.steps:,} steps"
+        )
     else:
         print(
-            f"{train.env} ({train.algo}, step {result['step']:,}): {len(scores)} episodes, "
-            f"score {result['mean']:.2f} +/- {result['std']:.2f} (min {result['min']:.1f}, max {result['max']:.1f})"
+            f"{train.env} ({train.algo}, step {step:,}): {len(scores)} episodes, "
+            f"score {result['mean']:.2f} +/- {result['std']:.2f} (min {result['min']:.1f}, "
+            f"max {result['max']:.1f}){played.note()}"
         )
-    return 0
 
 
 if __name__ == "__main__":

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shlex
-import shutil
 import signal
 import sys
 import time
@@ -31,11 +29,20 @@ from rlamd.config.sections import RunConfig, TrainConfig
 from rlamd.device import amd_machine, ray_visibility_problem
 from rlamd.distributed.plan import RunFailed
 from rlamd.engine import Engine, LocalEngine
-from rlamd.envs import parse_env_id
-from rlamd.evaluate import evaluate_policy
+from rlamd.envs import EnvFault, EnvInterrupted, parse_env_id
+from rlamd.evaluate import evaluate_episodes
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
 from rlamd.rundir import RunFolder, claim, hold
+from rlamd.stops import (
+    RunStopped,
+    SkipWatch,
+    Stop,
+    UpdatesSkipped,
+    early_fault,
+    resume_command,
+    save_traceback,
+)
 from rlamd.storage import (
     StorageError,
     check_room,
@@ -54,51 +61,6 @@ MIN_ROOM = 2**20
 """Bytes a new run needs free to start (its settings, logs and a small first checkpoint)."""
 
 
-class _Stop:
-    """SIGINT/SIGTERM ask for a clean stop (checkpoint, then exit); a second SIGINT aborts."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-        self._old = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-        for s in self._old:
-            signal.signal(s, self._handle)
-
-    def _handle(self, signum, frame) -> None:
-        if self.signal is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.signal = signum
-
-    def restore(self) -> None:
-        for s, h in self._old.items():
-            signal.signal(s, h)
-
-
-class RunStopped(Exception):
-    """The run stopped on a storage fault; ``str()`` is the one line to print."""
-
-
-def resume_command(run_dir: Path, cfg: RunConfig) -> str:
-    """The command that continues this run, runnable from a fresh shell in this folder.
-
-    It names the interpreter that is running now (``.venv/bin/python`` when that is what
-    ran: a bare ``python`` in a new shell is often another one, without torch), or the
-    ``rlamd`` console script when that is what ran and it is on PATH.
-    """
-    ray = " --ray" if cfg.ray.enabled else ""
-    script = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
-    if script == "rlamd" and shutil.which("rlamd") == str(Path(sys.argv[0]).resolve()):
-        return f"rlamd train --resume {shlex.quote(str(run_dir))}{ray}"
-    exe = Path(sys.executable)
-    if shutil.which("python") == str(exe):  # the same file, not a link to the same binary
-        python = "python"
-    else:
-        try:
-            python = str(exe.relative_to(Path.cwd()))
-        except ValueError:
-            python = str(exe)
-    return f"{shlex.quote(python)} -m rlamd.train --resume {shlex.quote(str(run_dir))}{ray}"
-
-
 def run_name(train: TrainConfig) -> str:
     """A new run's folder name: ``train.run_name``, else ``GAME_ALGO_sSEED_TIME``."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -109,7 +71,11 @@ def run_name(train: TrainConfig) -> str:
 
 
 def run(
-    cfg: RunConfig, resume_state: dict | None = None, run_dir: Path | RunFolder | None = None
+    cfg: RunConfig,
+    resume_state: dict | None = None,
+    run_dir: Path | RunFolder | None = None,
+    *,
+    debug: bool = False,
 ) -> int:
     """Train until ``train.steps`` or a stop signal; returns the exit status.
 
@@ -120,7 +86,10 @@ def run(
     stderr (status 1), keeping the last good checkpoint; a second Ctrl-C aborts (130).
     With ``--ray``, a learner that dies (or rollout workers dying past their restart
     limit) stops the run, keeping its last checkpoint, or, up to ``ray.max_failures``
-    times, restarts it from that checkpoint.
+    times, restarts it from that checkpoint. An env that breaks its contract
+    (:class:`rlamd.envs.EnvFault`) stops it with one line, the checkpoint of the last
+    finished iteration and the resume command (status 1); ``debug`` prints the traceback,
+    which ``RUN/error.log`` keeps either way.
 
     Raises:
         rlamd.rundir.RunBusy: another process trains in ``run_dir``.
@@ -140,9 +109,12 @@ def run(
             check_room(folder.path, max(MIN_ROOM, last.stat().st_size), "its next checkpoint")
         else:
             check_room(folder.path, MIN_ROOM, "a new run")
-        return _attempts(cfg, resume_state, folder)
+        return _attempts(cfg, resume_state, folder, debug)
     except RunStopped as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except EnvFault as exc:  # before training: the env failed as it was first reset
+        print(f"error: {early_fault(folder.path, cfg, exc, debug)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # before the first checkpoint, or a second Ctrl-C
         kept = (
@@ -156,13 +128,13 @@ def run(
         folder.release()
 
 
-def _attempts(cfg: RunConfig, resume_state: dict | None, folder: RunFolder) -> int:
+def _attempts(cfg: RunConfig, resume_state: dict | None, folder: RunFolder, debug: bool) -> int:
     """Run, restarting a Ray run from its checkpoint up to ``ray.max_failures`` times."""
     run_dir = folder.path
     failures, allowed = 0, cfg.ray.max_failures
     while True:
         try:
-            return _Run(cfg, resume_state, folder).go()
+            return _Run(cfg, resume_state, folder, debug).go()
         except RunFailed as exc:
             path = run_dir / FILENAME
             try:
@@ -222,8 +194,11 @@ def _restore(engine: Engine, state: dict) -> list[str]:
 class _Run:
     """One attempt at a run (a Ray run that restarts itself makes a new one)."""
 
-    def __init__(self, cfg: RunConfig, resume_state: dict | None, folder: RunFolder) -> None:
+    def __init__(
+        self, cfg: RunConfig, resume_state: dict | None, folder: RunFolder, debug: bool = False
+    ) -> None:
         self.cfg, self.run_dir, self.state = cfg, folder.path, resume_state or {}
+        self.debug = debug
         self.step = int(self.state.get("step", 0))
         self.saved_step: int | None = self.step if resume_state else None
         """The step of the last good checkpoint in the folder (None: there is none)."""
@@ -253,6 +228,7 @@ class _Run:
         self._sink = self.logger.message
         for text in early + restored:
             self.logger.message(text)
+        self._skips = SkipWatch(cfg.env.max_skipped_updates, self.engine.updates, self.step)
 
     def log(self, text: str) -> None:
         self._sink(text)
@@ -297,23 +273,51 @@ class _Run:
         """
         path = self.run_dir / FILENAME
         if self.step > (self.saved_step or 0) and fault.path != path:
-            try:
-                self.checkpoint()
-            except Exception:  # a salvage attempt: the fault is what to report
-                pass
+            self._salvage()
+        return RunStopped(f"{fault}. Training stopped at step {self.step:,}; {self._kept()}")
+
+    def _salvage(self) -> None:
+        """Save the progress of the last finished iteration, if a checkpoint can be written."""
+        try:
+            self.checkpoint()
+        except Exception:  # a salvage attempt: the fault is what to report
+            pass
+
+    def _kept(self) -> str:
+        """What is kept of the run, and how to go on."""
         if self.saved_step is None:
-            kept = "no checkpoint had been written yet; fix that and start the run again"
-        else:
-            kept = (
-                f"the last good checkpoint ({path}, step {self.saved_step:,}) is kept. "
-                f"Once that is fixed, continue with: {resume_command(self.run_dir, self.cfg)}"
-            )
-        return RunStopped(f"{fault}. Training stopped at step {self.step:,}; {kept}")
+            return "no checkpoint had been written yet; fix that and start the run again"
+        return (
+            f"the last good checkpoint ({self.run_dir / FILENAME}, step {self.saved_step:,}) "
+            f"is kept. Once that is fixed, continue with: {resume_command(self.run_dir, self.cfg)}"
+        )
+
+    def _env_stopped(self, exc: Exception) -> RunStopped:
+        """The one line for an env fault (or updates that keep being skipped): it, the
+        checkpoint of the last finished iteration, the resume command, the traceback's file."""
+        self._salvage()
+        where = save_traceback(self.run_dir, exc, self.debug)
+        return RunStopped(
+            f"{exc}. Training stopped at step {self.step:,}; {self._kept()} ({where})"
+        )
+
+    def _interrupted(self) -> int:
+        """Ctrl-C while the env stepped (a hung env): the checkpoint and the usual line."""
+        self.checkpoint()
+        return self._signal_line(signal.SIGINT)
+
+    def _signal_line(self, signum: int) -> int:
+        self.logger.message(
+            f"rlamd: stopped by signal {signum} at step {self.step:,}; "
+            f"checkpoint in {self.run_dir / FILENAME}. Resume with: "
+            f"{resume_command(self.run_dir, self.cfg)}"
+        )
+        return 128 + signum
 
     def _evaluate(self) -> None:
         train = self.cfg.train
         policy, device = self.engine.eval_policy()
-        scores = evaluate_policy(
+        played = evaluate_episodes(
             policy,
             train.env,
             train.eval_episodes,
@@ -322,19 +326,25 @@ class _Run:
             atari=self.cfg.atari,
             module=train.env_module,
             env_cfg=self.cfg.env,
+            say=self.logger.message,
         )
-        self.logger.evaluation(self.step, scores)
+        self.logger.evaluation(self.step, played.scores, played.note())
 
     def _periodic(self, due: dict[str, int], every: dict[str, int]) -> dict[str, int]:
         """Log, evaluate and checkpoint when due; returns the next due steps."""
         train, step = self.cfg.train, self.step
         if step >= due["log"] or step >= train.steps:
-            self.logger.log(step, self.engine.updates, self.engine.metrics())
-        if "eval" in due and step >= due["eval"]:
-            self._evaluate()
+            values = self.engine.metrics()
+            self.logger.log(step, self.engine.updates, values)
+            self._skips.check(self.engine.updates, values)
+        else:
+            self.logger.progress(step, self.engine.updates)
         minutes = train.checkpoint_minutes
+        # The checkpoint first: an evaluation that never ends must not cost the steps before.
         if step >= due["ckpt"] or (minutes and time.monotonic() - self._saved_at >= minutes * 60):
             self.checkpoint()
+        if "eval" in due and step >= due["eval"]:
+            self._evaluate()
         return {k: (step // every[k] + 1) * every[k] if step >= d else d for k, d in due.items()}
 
     def _forecast(self, started: float, start: int) -> None:
@@ -345,7 +355,7 @@ class _Run:
             self.logger.message(forecast.line)
             self.logger.remaining = forecast.remaining
 
-    def _train(self, stop: _Stop, prof: Profile) -> int:
+    def _train(self, stop: Stop, prof: Profile) -> int:
         train, logger, engine = self.cfg.train, self.logger, self.engine
         every = {"log": train.log_every, "ckpt": train.checkpoint_every, "eval": train.eval_every}
         due = {k: (self.step // n + 1) * n for k, n in every.items() if n}
@@ -366,12 +376,7 @@ class _Run:
             due = self._periodic(due, every)
             if stop.signal is not None:
                 self.checkpoint()
-                logger.message(
-                    f"rlamd: stopped by signal {stop.signal} at step {self.step:,}; "
-                    f"checkpoint in {self.run_dir / FILENAME}. Resume with: "
-                    f"{resume_command(self.run_dir, self.cfg)}"
-                )
-                return 128 + stop.signal
+                return self._signal_line(stop.signal)
         self.checkpoint()
         logger.message(f"rlamd: done, {self.step:,} steps; checkpoint in {self.run_dir / FILENAME}")
         return 0
@@ -382,7 +387,7 @@ class _Run:
         Raises:
             RunStopped: a storage fault stopped it (after closing everything).
         """
-        stop = _Stop()
+        stop = Stop()
         # Traced once updates run, after a few iterations (graph warm-up and capture).
         prof = Profile(
             self.run_dir / "profile",
@@ -394,9 +399,13 @@ class _Run:
         try:
             self._introduce()
             status = self._train(stop, prof)
+        except EnvInterrupted:
+            status = self._interrupted()
         except Exception as exc:
-            fault = storage_fault(exc)
+            fault, env_fault = storage_fault(exc), isinstance(exc, EnvFault | UpdatesSkipped)
             stopped = self._stopped(fault) if fault is not None else None
+            if env_fault:
+                stopped = self._env_stopped(exc)
             self._finish(stop, prof, quiet=True)
             if stopped is None:
                 raise
@@ -411,7 +420,7 @@ class _Run:
             raise self._stopped(fault) from None
         return status
 
-    def _finish(self, stop: _Stop, prof: Profile, *, quiet: bool) -> None:
+    def _finish(self, stop: Stop, prof: Profile, *, quiet: bool) -> None:
         """Stop the profiler, put back the signal handlers, close the logs and the engine.
 
         ``quiet``: an error is already on its way; a log that fails to close adds nothing.

@@ -26,6 +26,7 @@ __all__ = [
     "sync_folder",
     "temp_name",
     "temp_owner",
+    "write_bytes_atomic",
     "write_text_atomic",
 ]
 
@@ -180,17 +181,22 @@ def sync_folder(folder: Path) -> None:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a reader sees the
-    old file or the new one, never half of one.
+    """Write ``text`` (as UTF-8) to ``path`` through a temporary file and a rename: a reader
+    sees the old file or the new one, never half of one.
 
     Raises:
         StorageError: the write failed (the old file is left as it was).
     """
+    return write_bytes_atomic(path, text.encode("utf-8"))
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> Path:
+    """:func:`write_text_atomic` for bytes (a copy of a file as it was)."""
     path = Path(path)
     tmp = temp_name(path)
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RUN_OR_CKPT",
         help="continue a run from its checkpoint (default: start a new run)",
     )
+    p.add_argument(
+        "--debug",
+        action="store_true",
+        help="print the traceback behind an error line (a run keeps it in RUN/error.log)",
+    )
     return p
 
 
@@ -221,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     try:
-        return run(*settings)
+        return run(*settings, debug=args.debug)
     except REFUSED as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

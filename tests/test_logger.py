@@ -109,3 +109,69 @@ def test_a_failed_tensorboard_write_reaches_the_caller_without_a_thread_tracebac
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[:2] == ["caller saw errno 28", "close saw errno 28 True"]
     assert "Traceback" not in proc.stderr and "Exception in thread" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        "10;1;5\n20;2;7\n",  # re-saved with ';'
+        "10,1,5,x\n20,2,7,y\n",  # an extra column
+        "10.0,1,5\n20.0,2,7\n",  # steps written as 52.0
+    ],
+)
+def test_a_resume_never_drops_a_row_without_keeping_the_original(tmp_path, capsys, rows):
+    """Regression: --resume rewrote episodes.csv keeping only the rows it could parse, with
+    no note and no copy: 108 rows became 0."""
+    original = "step,score,length\n" + rows
+    (tmp_path / "episodes.csv").write_text(original)
+    logger = RunLogger(tmp_path, 100, 20, tensorboard=False, progress=False)
+    logger.close()
+    backup = tmp_path / "episodes.csv.before-resume-20"
+    assert backup.read_text() == original
+    out = capsys.readouterr().out
+    assert "episodes.csv: 2 rows left out (first: line 2:" in out and str(backup) in out
+
+
+def test_a_resume_keeps_the_rows_after_its_checkpoint_beside_the_log(tmp_path, capsys):
+    original = "step,mean,std,episodes\n10,1,0,2\n30,2,0,2\n"
+    (tmp_path / "evals.csv").write_text(original)
+    RunLogger(tmp_path, 100, 20, tensorboard=False, progress=False).close()
+    assert (tmp_path / "evals.csv").read_text() == "step,mean,std,episodes\n10,1,0,2\n"
+    assert (tmp_path / "evals.csv.before-resume-20").read_text() == original
+    assert "1 of them after the checkpoint's step 20" in capsys.readouterr().out
+
+
+def test_a_clean_resume_leaves_no_copy(tmp_path):
+    (tmp_path / "episodes.csv").write_text("step,score,length\n10,1,5\n20,2,7\n30,4")
+    RunLogger(tmp_path, 100, 20, tensorboard=False, progress=False).close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["episodes.csv", "evals.csv"]
+
+
+def test_plain_lines_come_every_so_many_seconds_between_log_points(tmp_path, capsys, monkeypatch):
+    """Regression: a CPU Breakout run with plain lines was silent for 77 s at a time."""
+    import rlamd.logger as logger_module
+
+    logger = RunLogger(tmp_path, 10_000, 0, tensorboard=False, progress=False)
+    logger.progress(10, 0)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setattr(logger_module, "PLAIN_EVERY_S", 0.0)
+    logger.progress(20, 4)
+    logger.close()
+    assert "step 20/10,000" in capsys.readouterr().out
+
+
+def test_the_bar_shows_one_eta_and_keeps_its_total_past_the_requested_steps(tmp_path):
+    """Regression: on resume tqdm's own ETA stood beside rlamd's; a run of whole rollouts
+    (150,016 steps for 150,000) lost its bar and percentage at the end."""
+    import io
+
+    logger = RunLogger(tmp_path, 150_000, 50_000, tensorboard=False, progress=True)
+    logger.bar.fp = io.StringIO()
+    logger.remaining = lambda step: 60.0
+    logger.log(100_000, 10, {})
+    text = str(logger.bar)
+    assert "ETA 0:01:00" in text and "<" not in text
+    logger.log(150_016, 20, {})
+    text = str(logger.bar)
+    assert logger.bar.total == 150_016 and "100%" in text and "|" in text
+    logger.close()
