@@ -155,8 +155,8 @@ class _Watch:
 
     def poll(self) -> bool:
         """Read the CSVs; True when there is something new to report."""
-        episodes = _rows(self.run_dir / "episodes.csv", "step,score,length")
-        evals = _rows(self.run_dir / "evals.csv", "step,mean,std,episodes")
+        episodes = read_rows(self.run_dir / "episodes.csv", "step,score,length")
+        evals = read_rows(self.run_dir / "evals.csv", "step,mean,std,episodes")
         if (len(episodes), len(evals)) == self._seen or not episodes:
             return False
         self._seen = (len(episodes), len(evals))
@@ -182,7 +182,7 @@ class _Watch:
         }
 
 
-def _rows(path: Path, header: str) -> list[list[str]]:
+def read_rows(path: Path, header: str) -> list[list[str]]:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
