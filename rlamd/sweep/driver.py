@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import importlib.util
 import json
+import os
 import sys
 import time
 from dataclasses import asdict
@@ -155,6 +156,9 @@ def _ray():
         raise SweepError(
             f"rlamd sweep runs its trials on Ray Tune, which this Python does not have; {INSTALL}"
         )
+    # A pointer checkpoint per rlamd checkpoint forces Tune's state snapshots (cheap
+    # here: the pointer is a few bytes); Tune's warning about their rate says nothing.
+    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
     import ray
     from ray import tune
 
@@ -268,7 +272,7 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     if status == 130 or done < plan_.trials:
         print(
             f"rlamd: {done} of {plan_.trials} trials finished; continue with: "
-            f"rlamd sweep --resume {sweep_dir}",
+            f"python -m rlamd.sweep --resume {sweep_dir}",
             flush=True,
         )
         status = status or 130

@@ -52,7 +52,13 @@ class Group:
 
 
 def _trial_dirs(sweep_dir: Path) -> list[Path]:
-    return sorted(p for p in sweep_dir.iterdir() if p.is_dir() and (p / "trial.json").is_file())
+    """Trial run folders (a hidden ``.NAME.dead-N``, a start that died before its first
+    checkpoint and was set aside, is not one)."""
+    return sorted(
+        p
+        for p in sweep_dir.iterdir()
+        if p.is_dir() and not p.name.startswith(".") and (p / "trial.json").is_file()
+    )
 
 
 def groups(sweep_dir: Path) -> list[Group]:
@@ -105,9 +111,12 @@ def _problems(gs: list[Group]) -> list[str]:
             status = t.get("status", "?")
             if status == "done":
                 continue
-            last = t.get("error") or []
-            tail = f": {last[-1]}" if last else ""
-            lines.append(f"- {t.get('name')}: {status} at step {t.get('env_steps', 0):,}{tail}")
+            step = f"{t.get('env_steps', 0):,}"
+            if status == "failed":
+                last = t.get("error") or ["(no output)"]
+                lines.append(f"- {t.get('name')}: failed at step {step}: {last[-1]}")
+            else:  # running now, or stopped (an early stop, an interrupted sweep)
+                lines.append(f"- {t.get('name')}: not finished, last seen at step {step}")
     return lines
 
 

@@ -7,7 +7,7 @@ thread share. The run folder is an ordinary one (``config.toml``, ``checkpoint.p
 ``rlamd.evaluate`` and TensorBoard read it as any other. Beside rlamd's files the trial
 keeps ``trial.json`` (its configuration, seed, status, env steps, training wall time,
 final evaluation or last output lines) and ``progress.csv`` (what it reported, with the
-wall clock), and ``trial.log`` (the run's output).
+wall clock); the run's output goes to ``SWEEP/logs/TRIAL.log``.
 
 While the run trains, the trial reads its CSVs every :data:`POLL_S` seconds and reports
 ``env_steps``, ``score`` (the mean of the last 100 training episodes) and
@@ -26,9 +26,7 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -92,35 +90,19 @@ def read_record(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-class _Output:
-    """The child's output: appended to ``trial.log`` once its folder exists; the last
-    lines kept for the error."""
+def log_path(run_dir: Path) -> Path:
+    """Where a trial's run output goes: ``SWEEP/logs/TRIAL.log`` (a file, not a pipe, so
+    the run can still write, and checkpoint, when its trial's worker is gone)."""
+    return run_dir.parent / "logs" / f"{run_dir.name}.log"
 
-    def __init__(self, proc: subprocess.Popen, run_dir: Path) -> None:
-        self.last: deque[str] = deque(maxlen=LAST_LINES)
-        self._pending: list[str] = []
-        self._run_dir = run_dir
-        self._file = None
-        self._thread = threading.Thread(target=self._pump, args=(proc,), daemon=True)
-        self._thread.start()
 
-    def _pump(self, proc: subprocess.Popen) -> None:
-        for line in proc.stdout:  # type: ignore[union-attr]
-            self.last.append(line.rstrip("\n"))
-            if self._file is None and self._run_dir.is_dir():
-                self._file = open(self._run_dir / "trial.log", "a", encoding="utf-8")
-                self._file.writelines(self._pending)
-                self._pending.clear()
-            if self._file is None:
-                self._pending.append(line)
-            else:
-                self._file.write(line)
-                self._file.flush()
-        if self._file is not None:
-            self._file.close()
-
-    def join(self) -> None:
-        self._thread.join(timeout=10)
+def last_lines(path: Path, n: int = LAST_LINES) -> list[str]:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 16_384))
+            return f.read().decode("utf-8", "replace").splitlines()[-n:]
+    except OSError:
+        return []
 
 
 def _tune():
@@ -249,18 +231,27 @@ def _command(config: dict[str, Any], run_dir: Path) -> list[str]:
     return ["rlamd.train", *job["argv"], *threads, *(x for s in sets for x in ("--set", s))]
 
 
-def _start(job: dict[str, Any], args: list[str]) -> subprocess.Popen:
+def _start(job: dict[str, Any], args: list[str], log: Path | None = None) -> subprocess.Popen:
+    """The child, its output appended to ``log`` (None: kept in a pipe, for short ones)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_VAR: str(os.getpid())}
-    return subprocess.Popen(
-        [job.get("python") or sys.executable, "-m", "rlamd.sweep.child", *args],
-        cwd=job["cwd"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,  # the terminal's Ctrl-C is the driver's to handle
-    )
+    out: Any = subprocess.PIPE
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = open(log, "a", encoding="utf-8")
+    try:
+        return subprocess.Popen(
+            [job.get("python") or sys.executable, "-m", "rlamd.sweep.child", *args],
+            cwd=job["cwd"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            start_new_session=True,  # the terminal's Ctrl-C is the driver's to handle
+        )
+    finally:
+        if log is not None:
+            out.close()
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -293,7 +284,7 @@ def _final_eval(job: dict[str, Any], run_dir: Path) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
-def _watch(proc, out, watch, record, run_dir, tune_calls) -> None:
+def _watch(proc, watch, record, run_dir, tune_calls) -> None:
     """Report new rows (and pointer checkpoints) to Tune until the run exits."""
     report, _, checkpoint_cls = tune_calls
     last_report = 0.0
@@ -310,7 +301,6 @@ def _watch(proc, out, watch, record, run_dir, tune_calls) -> None:
             report(m, checkpoint=_pointer(checkpoint_cls, run_dir, m["env_steps"]))
         else:
             report(m)
-    out.join()
 
 
 def run_trial(config: dict[str, Any]) -> None:
@@ -338,10 +328,9 @@ def run_trial(config: dict[str, Any]) -> None:
         status="starting",
     )
     watch = _Watch(run_dir, float(record.get("wall_s", 0.0)))
-    proc = _start(job, _command(config, run_dir))
-    out = _Output(proc, run_dir)
+    proc = _start(job, _command(config, run_dir), log_path(run_dir))
     try:
-        _watch(proc, out, watch, record, run_dir, tune_calls)
+        _watch(proc, watch, record, run_dir, tune_calls)
     except BaseException:  # stopped by Tune (an early stop, the sweep interrupted)
         _stop(proc)
         watch.poll()
@@ -353,11 +342,12 @@ def run_trial(config: dict[str, Any]) -> None:
     watch.poll()
     record.update(rc=proc.returncode, env_steps=watch.step, wall_s=round(watch.wall(), 3))
     if proc.returncode != 0:
-        record.update(status="failed", error=list(out.last))
+        lines = last_lines(log_path(run_dir))
+        record.update(status="failed", error=lines)
         _save(run_dir, record)
         raise TrialFailed(
-            f"{run_dir.name} exited with status {proc.returncode}; its last lines:\n"
-            + "\n".join(out.last)
+            f"{run_dir.name} exited with status {proc.returncode}; the last lines of "
+            f"{log_path(run_dir)}:\n" + "\n".join(lines)
         )
     final = _final_eval(job, run_dir)
     record.update(status="done", final={k: final[k] for k in ("mean", "std", "step", "scores")})
