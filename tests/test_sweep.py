@@ -176,3 +176,10 @@ def test_progress_rows_rewound_by_a_resume_are_dropped(tmp_path):
     )
     rows = read_progress(tmp_path)
     assert rows[:, 0].tolist() == [100, 150, 250] and rows[:, 1].tolist() == [1, 4, 5]
+
+
+def test_resume_refuses_new_settings_and_a_folder_that_is_no_sweep(tmp_path, capsys):
+    assert cli.main(["--resume", str(tmp_path)]) == 2
+    assert "is not a sweep folder" in capsys.readouterr().err
+    assert cli.main(["--resume", str(tmp_path), "--grid", "ppo.lr=1e-3"]) == 2
+    assert "--resume DIR alone" in capsys.readouterr().err

@@ -1,5 +1,8 @@
-"""``python -m rlamd.sweep.child MODULE ARGS...``: run ``python -m MODULE ARGS`` for a trial,
-dying with the trial.
+"""``python -m rlamd.sweep.child MODULE ARGS... [--then MODULE ARGS...]``: run ``python -m
+MODULE ARGS`` (then the next, if it succeeded) for a trial, dying with the trial.
+
+A trial trains and then evaluates in one child (``rlamd.train ... --then rlamd.evaluate
+...``): one interpreter start and one torch import, not two.
 
 A trial starts its ``rlamd.train`` (and ``rlamd.evaluate``) through this: on Linux the
 child asks the kernel for SIGTERM when the thread that started it goes away
@@ -16,9 +19,10 @@ import runpy
 import signal
 import sys
 
-__all__ = ["die_with_parent", "main"]
+__all__ = ["THEN", "die_with_parent", "main"]
 
 PR_SET_PDEATHSIG = 1
+THEN = "--then"
 PARENT_VAR = "RLAMD_SWEEP_PARENT"
 """The PID the trial gives its child: a child whose parent is already gone exits at once."""
 
@@ -36,17 +40,39 @@ def die_with_parent() -> bool:
         return False
 
 
+def _run(module: str, args: list[str]) -> int:
+    sys.argv = [module, *args]
+    try:
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as exc:
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 1)
+    return 0
+
+
 def main() -> int:
     if len(sys.argv) < 2:
-        print("usage: python -m rlamd.sweep.child MODULE [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m rlamd.sweep.child MODULE [ARGS...] [--then MODULE ...]",
+            file=sys.stderr,
+        )
         return 2
     die_with_parent()
     parent = os.environ.get(PARENT_VAR, "")
     if parent.isdigit() and os.getppid() != int(parent):
         return 128 + signal.SIGTERM  # the trial went away before the call above
-    module = sys.argv[1]
-    sys.argv = [module, *sys.argv[2:]]
-    runpy.run_module(module, run_name="__main__", alter_sys=True)
+    commands, current = [], []
+    for arg in sys.argv[1:]:
+        if arg == THEN:
+            commands.append(current)
+            current = []
+        else:
+            current.append(arg)
+    commands.append(current)
+    for module, *args in commands:
+        status = _run(module, args)
+        if status != 0:
+            return status
     return 0
 
 

@@ -15,7 +15,7 @@ While the run trains, the trial reads its CSVs every :data:`POLL_S` seconds and 
 the run whenever rlamd wrote a new ``checkpoint.pt``. A trial that starts where a
 checkpoint lies (a resumed sweep) continues it with ``--resume``. At the end it
 evaluates the final policy (``rlamd.evaluate``, ``train.eval_episodes`` episodes) and
-reports that as ``eval_score``. A run that fails raises :class:`TrialFailed` with its
+reports that as ``eval_score`` (the same child runs it after training: one torch import). A run that fails raises :class:`TrialFailed` with its
 last lines; Tune marks that trial errored and goes on with the others.
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 from rlamd.logger import csv_rows
 from rlamd.storage import write_text_atomic
 
-from .child import PARENT_VAR
+from .child import PARENT_VAR, THEN
 
 __all__ = ["METRICS", "TrialFailed", "read_progress", "read_record", "run_trial", "trial_name"]
 
@@ -215,8 +215,16 @@ def _command(config: dict[str, Any], run_dir: Path) -> list[str]:
     """``rlamd.train``'s arguments: a new run, or ``--resume`` where a checkpoint lies."""
     job = config["job"]
     threads = [] if job.get("threads") is None else ["--threads", str(job["threads"])]
+    evaluate = [
+        THEN,
+        "rlamd.evaluate",
+        str(run_dir),
+        "--json",
+        "--episodes",
+        str(job["eval_episodes"]),
+    ]
     if (run_dir / "checkpoint.pt").is_file():
-        return ["rlamd.train", "--resume", str(run_dir), *threads]
+        return ["rlamd.train", "--resume", str(run_dir), *threads, *evaluate]
     if run_dir.exists():  # a start killed before its first checkpoint: nothing to resume
         n = 1
         while (aside := run_dir.with_name(f".{run_dir.name}.dead-{n}")).exists():
@@ -228,30 +236,26 @@ def _command(config: dict[str, Any], run_dir: Path) -> list[str]:
         f"train.logdir={run_dir.parent}",
         f"train.run_name={run_dir.name}",
     ]
-    return ["rlamd.train", *job["argv"], *threads, *(x for s in sets for x in ("--set", s))]
+    train = ["rlamd.train", *job["argv"], *threads, *(x for s in sets for x in ("--set", s))]
+    return [*train, *evaluate]
 
 
-def _start(job: dict[str, Any], args: list[str], log: Path | None = None) -> subprocess.Popen:
-    """The child, its output appended to ``log`` (None: kept in a pipe, for short ones)."""
+def _start(job: dict[str, Any], args: list[str], log: Path) -> subprocess.Popen:
+    """The child, its output appended to ``log``."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_VAR: str(os.getpid())}
-    out: Any = subprocess.PIPE
-    if log is not None:
-        log.parent.mkdir(parents=True, exist_ok=True)
-        out = open(log, "a", encoding="utf-8")
-    try:
+    log.parent.mkdir(parents=True, exist_ok=True)
+    # On another node of a cluster the driver's folder and interpreter may not exist.
+    python = job.get("python") if Path(job.get("python") or "").is_file() else None
+    with open(log, "a", encoding="utf-8") as out:  # the child keeps its own descriptor
         return subprocess.Popen(
-            [job.get("python") or sys.executable, "-m", "rlamd.sweep.child", *args],
-            cwd=job["cwd"],
+            [python or sys.executable, "-m", "rlamd.sweep.child", *args],
+            cwd=job["cwd"] if Path(job["cwd"]).is_dir() else None,
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            text=True,
             start_new_session=True,  # the terminal's Ctrl-C is the driver's to handle
         )
-    finally:
-        if log is not None:
-            out.close()
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -271,17 +275,12 @@ def _save(run_dir: Path, record: dict[str, Any]) -> None:
         write_text_atomic(run_dir / RECORD, json.dumps(record, indent=1) + "\n")
 
 
-def _final_eval(job: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """``rlamd.evaluate --json`` of the run's last checkpoint, as ``rlamd.fit`` evaluates."""
-    args = ["rlamd.evaluate", str(run_dir), "--json", "--episodes", str(job["eval_episodes"])]
-    proc = _start(job, args)
-    out, _ = proc.communicate()
-    lines = out.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        raise TrialFailed(
-            f"{run_dir.name}: the final evaluation failed:\n" + "\n".join(lines[-10:])
-        )
-    return json.loads(lines[-1])
+def _final_eval(run_dir: Path) -> dict[str, Any]:
+    """The final evaluation's ``--json`` line, the last the child wrote to the log."""
+    for line in reversed(last_lines(log_path(run_dir), 50)):
+        if line.startswith('{"checkpoint"'):
+            return json.loads(line)
+    raise TrialFailed(f"{run_dir.name}: no final evaluation in {log_path(run_dir)}")
 
 
 def _watch(proc, watch, record, run_dir, tune_calls) -> None:
@@ -349,7 +348,7 @@ def run_trial(config: dict[str, Any]) -> None:
             f"{run_dir.name} exited with status {proc.returncode}; the last lines of "
             f"{log_path(run_dir)}:\n" + "\n".join(lines)
         )
-    final = _final_eval(job, run_dir)
+    final = _final_eval(run_dir)
     record.update(status="done", final={k: final[k] for k in ("mean", "std", "step", "scores")})
     record["env_steps"] = int(final["step"])
     _save(run_dir, record)
