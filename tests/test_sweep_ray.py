@@ -116,7 +116,7 @@ def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
     logs = "".join(p.read_text() for p in (sweep / "logs").glob("*.log"))
     assert "rlamd: resuming" in logs  # the interrupted trial went on from its checkpoint
     assert "2/2" in (sweep / "results.md").read_text()
-    assert sorted(p.name for p in sweep.iterdir() if p.name.startswith("c")) == [
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and p.name.startswith("c0")) == [
         "c00_s1",
         "c00_s2",
         "c01_s1",

@@ -33,7 +33,8 @@ REFUSED = (ConfigError, SweepError, RunBusy, StorageError, ImportError)
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rlamd.sweep",
-        description=(__doc__ or "").split("\n\n", 1)[0].split(": ", 1)[-1],
+        description="Run many rlamd runs (seeds; a grid, random or Optuna search of any "
+        "--set key; ASHA early stopping) as Ray Tune trials, and report them over seeds.",
         epilog="Every other flag is rlamd.train's (python -m rlamd.train --help) and goes to "
         "each trial. " + (__doc__ or "").split("\n\n", 1)[1],
         formatter_class=argparse.RawDescriptionHelpFormatter,
