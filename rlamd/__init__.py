@@ -30,17 +30,20 @@ __all__ = [
     "fit",
     "load",
     "resolve_device",
+    "sweep",
 ]
 
 _API = ("fit", "load")
 
 
 def __getattr__(name: str):
-    """``rlamd.fit`` and ``rlamd.load`` (:mod:`rlamd.api`, the top layer), imported on
-    first use by name, so ``import rlamd`` loads none of the layers above this one
-    (docs/ARCHITECTURE.md, Layers)."""
-    if name in _API:
-        import importlib
+    """``rlamd.fit`` and ``rlamd.load`` (:mod:`rlamd.api`, the top layer) and ``rlamd.sweep``
+    (the callable package :mod:`rlamd.sweep`), imported on first use by name, so ``import
+    rlamd`` loads none of the layers above this one (docs/ARCHITECTURE.md, Layers)."""
+    import importlib
 
+    if name in _API:
         return getattr(importlib.import_module("rlamd.api"), name)
+    if name == "sweep":
+        return importlib.import_module("rlamd.sweep")
     raise AttributeError(f"module 'rlamd' has no attribute {name!r}")

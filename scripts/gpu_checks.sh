@@ -86,5 +86,11 @@ PY
   else
     echo; echo "== ray skipped (not installed)"
   fi
+  # Sweep packing (issue 35): aggregate SPS of 1, 4 and 8 Breakout PPO trials on one GPU
+  # against one run alone (goal: 8 trials >= 4x one trial). Tune trials where Ray is
+  # installed (--gpus-per-trial 1/K); else the bench says so in one line and packs the
+  # trials as plain rlamd.train processes sharing the GPU (--threads = cores / K).
+  step 150 "sweep: 1, 4 and 8 Breakout PPO trials on one GPU, aggregate SPS" \
+    $py -m rlamd.sweep.bench breakout --algo ppo --device cuda --steps 50000 --trials 1,4,8
   echo; echo "== done in $((SECONDS - start)) s"
 } 2>&1 | tee "$out/log.txt"

@@ -17,7 +17,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"rlamd": ROOT / "rlamd", "rlamd.agents": ROOT / "agents", "rlamd.envs": ROOT / "envs"}
 TOOLS = ("rlamd.bench", "rlamd.doctor")
-CLI = {"rlamd.train", "rlamd.__main__", "rlamd.bench.__main__", "rlamd.doctor.__main__"}
+CLI = {
+    "rlamd.train",
+    "rlamd.__main__",
+    "rlamd.bench.__main__",
+    "rlamd.doctor.__main__",
+    "rlamd.sweep.__main__",
+}
 
 
 def _modules() -> dict[str, Path]:

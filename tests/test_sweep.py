@@ -1,0 +1,185 @@
+"""The sweep without Ray: its checks, its refusals and its report (rlamd/sweep/)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+import rlamd
+from rlamd.config import ConfigError, to_toml
+from rlamd.config.layers import resolve
+from rlamd.sweep import __main__ as cli
+from rlamd.sweep.driver import plan
+from rlamd.sweep.space import Base, parse_grid, parse_sample, parse_seeds, split_values
+
+CARTPOLE = Base({"train": {"env": "cartpole", "algo": "ppo", "steps": 4096}})
+
+
+def test_rlamd_sweep_is_the_callable_package():
+    import rlamd.sweep as package
+
+    assert rlamd.sweep is package and callable(package)
+    from rlamd.sweep.api import sweep
+
+    assert package.sweep is sweep
+
+
+@pytest.mark.parametrize(
+    ("grid", "words"),
+    [
+        (["ppo.lrr=1e-4,3e-4"], ["ppo.lrr", "no such setting", "Did you mean ppo.lr?"]),
+        (["ppoo.lr=1e-4"], ["no section 'ppoo'", "Did you mean ppo.lr?"]),
+        (["lr=1e-4"], ["say which", "dqn.lr or ppo.lr"]),
+        (["ppo.lr=1e-4,fast"], ["--grid ppo.lr=fast", "accepted: a number"]),
+        (["ppo.num_minibatches=4,3.5"], ["ppo.num_minibatches='3.5'", "a whole number"]),
+        (["train.seed=1,2"], ["--grid train.seed", "accepted: --seeds"]),
+        (["ppo.lr"], ["accepted: SECTION.KEY=V1,V2"]),
+    ],
+)
+def test_a_bad_grid_is_refused_naming_the_key(grid, words):
+    with pytest.raises(ConfigError) as info:
+        plan(["cartpole"], CARTPOLE, grid=parse_grid(grid))
+    text = str(info.value)
+    assert "\n" not in text
+    for w in words:
+        assert w in text, text
+
+
+def test_a_bad_combination_is_refused_before_any_trial():
+    # 4 envs x 128 steps = 512 rows: 3 minibatches do not split them (PPO's own check)
+    with pytest.raises(ConfigError, match="num_minibatches"):
+        plan(["cartpole"], CARTPOLE, grid=parse_grid(["ppo.num_minibatches=4,3"]))
+
+
+def test_the_cli_refuses_a_bad_key_before_ray_or_a_folder(tmp_path, capsys):
+    status = cli.main(
+        ["cartpole", "--algo", "ppo", "--logdir", str(tmp_path), "--grid", "ppo.lrr=1e-4,3e-4"]
+    )
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "Did you mean ppo.lr?" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bad_samples_seeds_and_options():
+    with pytest.raises(ConfigError, match="Did you mean loguniform"):
+        parse_sample(["ppo.lr=logunifrm:1e-4:1e-3"])
+    with pytest.raises(ConfigError, match="0 < LOW"):
+        parse_sample(["ppo.lr=loguniform:0:1e-3"])
+    with pytest.raises(ConfigError, match="repeats a seed"):
+        parse_seeds("1,2,1", 1)
+    with pytest.raises(ConfigError, match="Did you mean asha"):
+        plan(["cartpole"], CARTPOLE, scheduler="ashaa")
+    with pytest.raises(ConfigError, match="Did you mean eval_score"):
+        plan(["cartpole"], CARTPOLE, metric="eval_scor")
+    with pytest.raises(ConfigError, match="accepted: --seeds"):
+        plan(["cartpole"], Base(CARTPOLE.flags, sets=("train.seed=3",)))
+
+
+def test_seeds_values_and_the_plan():
+    assert parse_seeds("3", 1) == [1, 2, 3] and parse_seeds("4,9", 1) == [4, 9]
+    assert split_values("(64,64),(128,128)") == ["(64,64)", "(128,128)"]
+    p = plan(["cartpole"], CARTPOLE, seeds=2, grid=parse_grid(["ppo.lr=1e-4,3e-4"]))
+    assert p.trials == 4 and p.job["seeds"] == [1, 2]
+    assert [c["settings"] for c in p.job["configurations"]] == [
+        {"ppo.lr": "1e-4"},
+        {"ppo.lr": "3e-4"},
+    ]
+    # a quarter of a CPU each still runs one thread, and the budget is the share
+    assert plan(["cartpole"], CARTPOLE, cpus_per_trial=0.25).job["threads"] == 1
+    assert plan(["cartpole"], CARTPOLE, cpus_per_trial=2).job["threads"] == 2
+
+
+def test_random_draws_are_checked_and_repeatable():
+    sample = parse_sample(["ppo.clip_coef=uniform:0.1:0.3", "ppo.update_epochs=int:2:4"])
+    a = plan(["cartpole"], CARTPOLE, sample=sample, samples=5, sample_seed=7)
+    b = plan(["cartpole"], CARTPOLE, sample=sample, samples=5, sample_seed=7)
+    assert a.search == "random" and a.job["configurations"] == b.job["configurations"]
+    for c in a.job["configurations"]:
+        assert 0.1 <= float(c["settings"]["ppo.clip_coef"]) <= 0.3
+        assert c["settings"]["ppo.update_epochs"] in {"2", "3", "4"}
+
+
+def test_without_ray_the_sweep_says_how_to_install(tmp_path, capsys, monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *a: None if n.startswith("ray") else real(n, *a)
+    )
+    status = cli.main(["cartpole", "--algo", "ppo", "--logdir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert status == 2 and "bash scripts/setup.sh --ray" in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def _fake_trial(sweep: Path, cid: str, lr: str, seed: int, final: float, status="done"):
+    run = sweep / f"{cid}_s{seed}"
+    run.mkdir()
+    cfg = resolve(
+        {"train": {"env": "cartpole", "algo": "ppo", "seed": seed, "threads": 1}},
+        sets=[f"ppo.lr={lr}", f"train.logdir={sweep}", f"train.run_name={run.name}"],
+    )
+    (run / "config.toml").write_text(to_toml(cfg.sections()))
+    record = {
+        "name": run.name,
+        "config_id": cid,
+        "settings": {"ppo.lr": lr},
+        "seed": seed,
+        "status": status,
+        "env_steps": 4096,
+        "wall_s": 10.0 + seed,
+    }
+    if status == "done":
+        record["final"] = {"mean": final, "std": 0.0, "step": 4096, "scores": [final]}
+    else:
+        record["error"] = ["Traceback...", "RuntimeError: boom"]
+    (run / "trial.json").write_text(json.dumps(record))
+    rows = ["step,wall_s,score,eval_score"]
+    rows += [f"{s},{s / 400:.2f},{final * s / 4096:.2f},{final:.2f}" for s in range(512, 4097, 512)]
+    rows.insert(4, "1024,4.0,1.0,1.0")  # a resume rewound to step 1024: later rows replace it
+    (run / "progress.csv").write_text("\n".join(rows) + "\n")
+
+
+def test_the_report_reads_the_folder_alone(tmp_path):
+    p = plan(["cartpole"], CARTPOLE, seeds=3, grid=parse_grid(["ppo.lr=1e-4,1e-3"]), name="s")
+    sweep = tmp_path / "s"
+    sweep.mkdir()
+    p.job["sweep_dir"] = str(sweep)
+    (sweep / "sweep.json").write_text(json.dumps(p.__dict__))
+    for seed, score in zip((1, 2, 3), (100.0, 120.0, 90.0), strict=True):
+        _fake_trial(sweep, "c00", "1e-4", seed, score)
+    for seed, score in zip((1, 2), (480.0, 500.0), strict=True):
+        _fake_trial(sweep, "c01", "1e-3", seed, score)
+    _fake_trial(sweep, "c01", "1e-3", 3, 0.0, status="failed")
+    from rlamd.sweep.report import write_report
+
+    assert write_report(sweep) == 5
+    text = (sweep / "results.md").read_text()
+    assert "| c00 | ppo.lr=1e-4 | 3/3 | 103.3 |" in text
+    assert "| c01 | ppo.lr=1e-3 | 2/3 | 490.0 |" in text
+    assert "c01_s3: failed at step 4,096: RuntimeError: boom" in text
+    assert "Best: c01" in text
+    best = (sweep / "best.toml").read_text()
+    assert "lr = 0.001" in best and 'logdir = "runs"' in best and 'threads = "none"' in best
+    cfg = resolve({}, config_file=str(sweep / "best.toml"))  # runs on its own
+    assert cfg.ppo.lr == 1e-3 and cfg.train.env == "cartpole" and cfg.train.threads is None
+    if importlib.util.find_spec("matplotlib"):
+        assert (sweep / "curves.png").stat().st_size > 10_000
+
+
+def test_progress_rows_rewound_by_a_resume_are_dropped(tmp_path):
+    from rlamd.sweep.trial import read_progress
+
+    (tmp_path / "progress.csv").write_text(
+        "step,wall_s,score,eval_score\n100,1,5,5\n200,2,6,6\n300,3,7,7\n150,4,6.5,6.5\n250,5,8,8\n"
+    )
+    rows = read_progress(tmp_path)
+    assert rows[:, 0].tolist() == [100, 150, 250] and rows[:, 1].tolist() == [1, 4, 5]
+
+
+def test_resume_refuses_new_settings_and_a_folder_that_is_no_sweep(tmp_path, capsys):
+    assert cli.main(["--resume", str(tmp_path)]) == 2
+    assert "is not a sweep folder" in capsys.readouterr().err
+    assert cli.main(["--resume", str(tmp_path), "--grid", "ppo.lr=1e-3"]) == 2
+    assert "--resume DIR alone" in capsys.readouterr().err

@@ -1,0 +1,124 @@
+"""Sweeps on a real local Ray (marker ``ray``): small PPO CartPole runs, 2 CPUs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.ray
+pytest.importorskip("ray.tune")
+
+import rlamd  # noqa: E402
+from rlamd.config.layers import resolve  # noqa: E402
+
+SMALL = {
+    "train.eval_every": 0,
+    "train.eval_episodes": 2,
+    "train.log_every": 512,
+    "train.checkpoint_every": 512,
+    "train.tensorboard": False,
+}
+
+
+def _done(sweep: Path) -> list[str]:
+    names = []
+    for record in sorted(sweep.glob("c*_s*/trial.json")):
+        if json.loads(record.read_text()).get("status") == "done":
+            names.append(record.parent.name)
+    return names
+
+
+def test_two_configurations_two_seeds_end_with_the_table_toml_and_chart(tmp_path):
+    result = rlamd.sweep(
+        "cartpole",
+        algo="ppo",
+        steps=1024,
+        seeds=2,
+        grid={"ppo.lr": [3e-4, 1e-3]},
+        settings=SMALL,
+        logdir=str(tmp_path),
+        name="s",
+        verbose=0,
+    )
+    assert result.status == 0 and result.path == tmp_path / "s"
+    assert "| c00 | ppo.lr=0.0003 | 2/2 |" in result.table
+    assert "| c01 | ppo.lr=0.001 | 2/2 |" in result.table
+    assert sorted(_done(result.path)) == ["c00_s1", "c00_s2", "c01_s1", "c01_s2"]
+    for run in ("c00_s1", "c01_s2"):  # ordinary run folders, with the sweep's settings
+        folder = result.path / run
+        assert (folder / "checkpoint.pt").is_file() and (folder / "episodes.csv").is_file()
+        cfg = resolve({}, config_file=str(folder / "config.toml"))
+        assert cfg.train.seed == int(run[-1]) and cfg.train.threads == 1
+        assert cfg.ppo.lr == (3e-4 if run.startswith("c00") else 1e-3)
+    best = resolve({}, config_file=str(result.best_toml))
+    assert best.train.logdir == "runs" and best.train.threads is None and best.train.steps == 1024
+    assert (result.path / "curves.png").stat().st_size > 10_000
+    assert (result.path / "results.md").read_text().startswith("# Sweep s")
+
+
+def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
+    cmd = [
+        sys.executable,
+        "-m",
+        "rlamd.sweep",
+        "cartpole",
+        "--algo",
+        "ppo",
+        "--steps",
+        "4096",
+        "--seeds",
+        "2",
+        "--grid",
+        "ppo.lr=3e-4,1e-3",
+        "--logdir",
+        str(tmp_path),
+        "--name",
+        "s",
+        "--max-concurrent",
+        "1",
+        "--quiet",
+    ]
+    cmd += [x for k, v in SMALL.items() for x in ("--set", f"{k}={v}")]
+    driver = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweep = tmp_path / "s"
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and driver.poll() is None:
+        time.sleep(1)  # the first trial done, the second one checkpointed
+        if _done(sweep) and len(list(sweep.glob("c*_s*/checkpoint.pt"))) >= 2:
+            break
+    first = _done(sweep)
+    assert len(first) == 1, driver.communicate()[0]
+    kept = (sweep / first[0] / "checkpoint.pt").stat().st_mtime_ns
+    driver.send_signal(signal.SIGINT)  # Ctrl-C
+    out, _ = driver.communicate(timeout=180)
+    assert driver.returncode == 130, out
+    assert f"python -m rlamd.sweep --resume {sweep}" in out
+    assert len(_done(sweep)) < 4
+
+    env = {**os.environ}
+    resumed = subprocess.run(
+        [sys.executable, "-m", "rlamd.sweep", "--resume", str(sweep), "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+    )
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert sorted(_done(sweep)) == ["c00_s1", "c00_s2", "c01_s1", "c01_s2"]
+    assert (sweep / first[0] / "checkpoint.pt").stat().st_mtime_ns == kept  # not run again
+    logs = "".join(p.read_text() for p in (sweep / "logs").glob("*.log"))
+    assert "rlamd: resuming" in logs  # the interrupted trial went on from its checkpoint
+    assert "2/2" in (sweep / "results.md").read_text()
+    assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and p.name.startswith("c0")) == [
+        "c00_s1",
+        "c00_s2",
+        "c01_s1",
+        "c01_s2",
+    ]
