@@ -82,22 +82,51 @@ def _triton_device_error(device: torch.device) -> str | None:
     """Why Triton's kernels cannot run on ``device`` (``None``: they can).
 
     Importing Triton is not enough: each Triton release compiles for a list of GPU
-    architectures (Triton 3.9 rejects RDNA2, gfx1030, the RX 6000 series). One tiny
-    launch of a replay kernel, compared with the sum it must give, answers for this GPU,
-    its driver and this Triton; the compiled kernel stays in Triton's cache for the run.
+    architectures (Triton 3.9 rejects RDNA2, gfx1030, the RX 6000 series), and a kernel
+    may ask for more LDS, registers or threads than the GPU has. The largest launch of
+    each kernel the trees make (a rebuild, a fused write of ``MAX_FUSED`` indices, a
+    draw), compared with what it must give, answers for this GPU, its driver and this
+    Triton; the compiled kernels stay in Triton's cache for the run.
     """
     from . import triton_trees
 
+    step = "_rebuild_kernel"
     try:
         tree = SegmentTree(64, "sum", device=device, backend="torch")
         tree.leaves[:64] = 1.0
         triton_trees.rebuild(tree)
         total = float(tree.root())
+        if total != 64.0:
+            return f"a test launch summed 64 ones to {total}"
+        n = triton_trees.MAX_FUSED
+        step, big = "_write_kernel", SegmentTree(2 * n, "sum", device=device, backend="torch")
+        idx = torch.arange(n, device=device)
+        triton_trees.write(big, None, idx, torch.ones(n, device=device))
+        step, u = "_sample_kernel", torch.rand(32, device=device)
+        drawn, _ = triton_trees.sample(
+            big, None, u, None, torch.ones(1, device=device, dtype=torch.float64)
+        )
+        if float(big.root()) != n or int(drawn.max()) >= n:
+            return f"a test write of {n} ones summed to {float(big.root())}"
     except Exception as exc:  # a compiler or driver error, whatever its type
         first = str(exc).strip().splitlines()
         why = f"{type(exc).__name__}: {first[0] if first else ''}"[:300]
+        if _out_of_resources(exc):
+            return (
+                f"rlamd replay: Triton kernel {step} is out of resources on {_arch(device)} "
+                f"({first[0] if first else why}); these trees use torch ops from now on"
+            )
         return f"Triton {triton_trees.triton.__version__} on {_arch(device)}: {why}"
-    return None if total == 64.0 else f"a test launch summed 64 ones to {total}"
+    return None
+
+
+def _out_of_resources(exc: BaseException) -> bool:
+    """Triton's OutOfResources, or HIP/CUDA refusing the launch for its resources."""
+    text = str(exc).lower()
+    return type(exc).__name__ == "OutOfResources" or any(
+        s in text
+        for s in ("out of resource", "too many resources requested", "launchoutofresources")
+    )
 
 
 def _arch(device: torch.device) -> str:

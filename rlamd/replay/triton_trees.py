@@ -14,6 +14,14 @@ backends build identical trees and draw identical indices from the same uniforms
 A write of more than :data:`MAX_FUSED` indices (a checkpoint load, a bulk fill) uses the
 torch leaf write plus one launch per level that rebuilds the whole level.
 
+Launch sizes are chosen per target (:func:`target_of`, :func:`launch_options`): about 256
+threads per program, i.e. ``num_warps`` = 256 / the wavefront (64 on CDNA, 32 on RDNA and
+NVIDIA), ``num_stages=1`` on AMD (no pipelined loops here), and at most 2 lanes per thread in
+a fused write (:data:`MAX_FUSED`), which keeps it within 256 VGPRs on RDNA and the LDS of
+every target (64 KiB on CDNA and RDNA). The sample kernel keeps 4 warps everywhere: its
+(lanes, children) tile's layout decides the order of the prefix sums, and so the rounding
+the tests compare bit for bit. None of these choices changes what is computed.
+
 Every launch is compiled without floating-point contraction (no fused multiply-adds), so
 the GPU rounds as the torch reference and numba do.
 
@@ -25,7 +33,9 @@ in a CUDA/HIP graph. On CPU tensors the same kernels run in Triton's interpreter
 
 from __future__ import annotations
 
+import functools
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -33,10 +43,68 @@ import triton.language as tl
 
 from rlamd.envvars import flag
 
-__all__ = ["MAX_FUSED", "rebuild", "sample", "write"]
+__all__ = ["MAX_FUSED", "Target", "launch_options", "rebuild", "sample", "target_of", "write"]
 
-MAX_FUSED = 8192
-"""Most indices one fused write handles in a single program (one block of lanes)."""
+MAX_FUSED = 512
+"""Most indices one fused write handles in a single program (one block of lanes): 2 lanes
+per thread at 256 threads. At 1024 lanes the write needs 288 VGPRs on gfx942 (more than
+RDNA's 256); at 8192 it compiled for minutes."""
+_THREADS = 256
+"""Threads per program of the write and rebuild kernels, on every target."""
+_SAMPLE_WARPS = 4
+
+
+_UNIFIED_VGPRS = frozenset({"gfx90a", "gfx940", "gfx941", "gfx942", "gfx950"})
+"""CDNA2 and later: VGPRs and accumulation registers in one 512-entry file."""
+
+
+class Target(NamedTuple):
+    """What a GPU gives one program: its wavefront, LDS and threads."""
+
+    arch: str
+    """``gfx942``, ``gfx1100``, ``sm_90`` or ``cpu`` (Triton's interpreter)."""
+    wavefront: int
+    lds_bytes: int | None
+    """LDS (shared memory) per workgroup, None where Triton asks the device."""
+    max_threads: int = 1024
+    max_vgprs: int | None = None
+    """Architected VGPRs per lane and wave (AMD)."""
+
+    @property
+    def amd(self) -> bool:
+        return self.arch.startswith("gfx")
+
+
+def target_of(arch: str) -> Target:
+    """The limits of ``arch`` (``gfx90a:sramecc+:xnack-`` reads as ``gfx90a``).
+
+    CDNA and GCN (gfx9): wavefront 64, 64 KiB LDS (160 KiB on gfx950), 512 VGPRs with the
+    accumulation registers (gfx90a and later); RDNA (gfx10-12): wavefront 32, 64 KiB, 256.
+    """
+    name = arch.split(":", 1)[0].strip().lower()
+    if name.startswith("gfx9"):
+        lds = 160 * 1024 if name == "gfx950" else 64 * 1024
+        return Target(name, 64, lds, 1024, 512 if name in _UNIFIED_VGPRS else 256)
+    if name.startswith("gfx1"):
+        return Target(name, 32, 64 * 1024, 1024, 256)
+    if name.startswith("sm_"):
+        return Target(name, 32, None)
+    return Target("cpu", 32, None)
+
+
+def launch_options(kernel: str, target: Target) -> dict:
+    """``num_warps`` (and ``num_stages`` on AMD) for ``kernel`` (sample, write, rebuild)."""
+    warps = _SAMPLE_WARPS if kernel == "sample" else max(1, _THREADS // target.wavefront)
+    return {"num_warps": warps, **({"num_stages": 1} if target.amd else {})}
+
+
+@functools.cache
+def _device_target(device: torch.device) -> Target:
+    if device.type != "cuda":
+        return target_of("cpu")
+    props = torch.cuda.get_device_properties(device)
+    return target_of(getattr(props, "gcnArchName", "") or f"sm_{props.major}{props.minor}")
+
 
 _SAMPLE_LANES = 32
 """Draws per program of a sample launch: each holds a (lanes, arity) tile per level."""
@@ -304,6 +372,7 @@ def sample(
         WEIGHTS=beta is not None,
         BLOCK=block,
         enable_fp_fusion=False,
+        **launch_options("sample", _device_target(u.device)),
     )
     return idx, weights
 
@@ -351,8 +420,8 @@ def write(
         HAS_MIN=min_tree is not None,
         SUM_IS_MIN=sum_tree.op == "min",
         BLOCK=_block(n),
-        num_warps=8,
         enable_fp_fusion=False,
+        **launch_options("write", _device_target(sum_tree.flat.device)),
     )
 
 
@@ -371,4 +440,5 @@ def rebuild(tree) -> None:
             IS_MIN=tree.op == "min",
             BLOCK=block,
             enable_fp_fusion=False,
+            **launch_options("rebuild", _device_target(tree.flat.device)),
         )

@@ -131,3 +131,63 @@ def test_the_variable_asking_for_triton_on_a_cpu_is_refused_before_training(monk
     monkeypatch.setenv("RLAMD_TREE_BACKEND", "triton")
     with pytest.raises(ValueError, match="RLAMD_TREE_BACKEND='triton' but Triton cannot run"):
         segment_tree.SegmentTree(10)
+
+
+@needs_triton
+def test_a_kernel_out_of_resources_falls_back_to_torch_with_one_line_the_doctor_explains(
+    monkeypatch, caplog
+):
+    """The probe runs the largest launch of each kernel; an OutOfResources there (an LDS,
+    register or thread limit) names the kernel, and `auto` takes the torch trees."""
+    from triton.runtime.errors import OutOfResources
+
+    from rlamd.doctor import explain
+    from rlamd.replay import triton_trees
+
+    def too_big(*args, **kwargs):
+        raise OutOfResources(98304, 65536, "shared memory")
+
+    # The rebuild passes (done with torch ops here: no GPU); the fused write does not fit.
+    monkeypatch.setattr(
+        triton_trees,
+        "rebuild",
+        lambda t: t.load_state_dict({"leaves": t.leaves[: t.capacity].clone()}),
+    )
+    monkeypatch.setattr(triton_trees, "write", too_big)
+    why = segment_tree._triton_device_error.__wrapped__(torch.device("cpu"))
+    assert why.startswith("rlamd replay: Triton kernel _write_kernel is out of resources on cpu")
+    assert "Required: 98304, Hardware limit: 65536" in why and "torch ops from now on" in why
+    monkeypatch.setattr(segment_tree, "_triton_import_error", lambda: None)
+    monkeypatch.setattr(segment_tree, "_triton_device_error", lambda device: why)
+    segment_tree._warn_no_triton.cache_clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=segment_tree.__name__):
+            for _ in range(2):
+                assert segment_tree.resolve_backend("auto", torch.device("cuda", 0)) == "torch"
+        lines = [r.getMessage() for r in caplog.records]
+        assert len(lines) == 1 and why in lines[0]
+        assert explain(lines[0])[0].key == "rlamd_triton_out_of_resources"
+    finally:
+        segment_tree._warn_no_triton.cache_clear()
+
+
+def test_launch_sizes_per_target():
+    from rlamd.replay import triton_trees as tt
+
+    cdna, rdna, sm = (
+        tt.target_of("gfx942:sramecc+:xnack-"),
+        tt.target_of("gfx1100"),
+        tt.target_of("sm_90"),
+    )
+    assert (cdna.wavefront, cdna.lds_bytes, cdna.max_vgprs) == (64, 65536, 512)
+    assert (rdna.wavefront, rdna.lds_bytes, rdna.max_vgprs) == (32, 65536, 256)
+    assert (
+        tt.target_of("gfx950").lds_bytes == 160 * 1024 and tt.target_of("gfx908").max_vgprs == 256
+    )
+    # About 256 threads per write or rebuild program, whatever the wavefront; one stage on AMD.
+    for t in (cdna, rdna, sm):
+        opts = tt.launch_options("write", t)
+        assert opts["num_warps"] * t.wavefront == 256
+        assert opts.get("num_stages") == (1 if t.amd else None)
+        # The draw's tile layout (and so its prefix-sum order) is the same everywhere.
+        assert tt.launch_options("sample", t)["num_warps"] == 4

@@ -4,7 +4,9 @@ Triton's CPU interpreter (``test_triton.py``) checks what the kernels compute, b
 accepts code that the GPU compilers reject. Here every launch the samplers really make is
 recorded (arguments, constexprs, warps) and compiled ahead of time, as the GPU would
 compile it, for NVIDIA (sm_80, sm_90) and AMD (gfx90a MI250, gfx942 MI300, gfx950 MI355,
-gfx1100 RX 7900, gfx1201 RX 9070) targets. RDNA2 (gfx1030, RX 6000) is not among them:
+gfx1100 RX 7900, gfx1201 RX 9070) targets, with the launch sizes rlamd picks for each
+(``triton_trees.launch_options``), and what each kernel needs (threads, LDS, VGPRs, SGPRs,
+scratch) is checked against that target's limits. RDNA2 (gfx1030, RX 6000) is not among them:
 Triton does not compile for it, and the trees fall back to torch there
 (``segment_tree.triton_unusable``). Triton ships ``ptxas`` and the AMD linker in its wheel, so no GPU or
 driver is needed.
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 
 import pytest
 import torch
@@ -56,7 +59,8 @@ def _signature(jitted, args, kwargs) -> tuple[dict, dict, dict]:
             sig[name] = "*" + _TYPES[value.dtype]
         else:
             sig[name] = "i64" if abs(int(value)) >= 2**31 else "i32"
-    options = {k: kwargs[k] for k in ("num_warps", "enable_fp_fusion") if k in kwargs}
+    # num_warps / num_stages are chosen per target when compiling (launch_options).
+    options = {k: kwargs[k] for k in ("enable_fp_fusion",) if k in kwargs}
     for name in names[len(args) :]:
         sig[name] = "constexpr"
         consts[name] = kwargs[name]
@@ -111,15 +115,65 @@ def test_the_recorded_launches_cover_every_kernel_and_write_mode():
     assert all(o.get("enable_fp_fusion") is False for *_, o in launches)
 
 
-@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
-def test_every_replay_kernel_compiles_for_the_gpu(target):
+_KIND = {"_sample_kernel": "sample", "_write_kernel": "write", "_rebuild_kernel": "rebuild"}
+
+
+def _compile_within_limits(target, jitted, sig, consts, options) -> dict:
+    """Compile one launch for ``target`` with the sizes rlamd picks for it, and check what
+    it needs against the target's limits: threads, LDS, and on AMD VGPRs, SGPRs and no
+    spills. Returns the resources (for the failure message)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    gpu = GPUTarget(*target)
+    from rlamd.replay import triton_trees as tt
+
+    limits = tt.target_of(target[1] if target[0] == "hip" else f"sm_{target[1]}")
+    assert limits.wavefront == target[2]
+    opts = {**options, **tt.launch_options(_KIND[jitted.fn.__name__], limits)}
+    src = ASTSource(fn=jitted, signature=sig, constexprs=consts)
+    done = triton.compile(src, target=GPUTarget(*target), options=opts)
+    need = {"threads": opts["num_warps"] * limits.wavefront, "lds": done.metadata.shared}
+    what = (jitted.fn.__name__, consts.get("BLOCK"), consts.get("MODE"), need)
+    assert need["threads"] <= limits.max_threads, what
+    if limits.lds_bytes is not None:
+        assert need["lds"] <= limits.lds_bytes, what
+    if target[0] == "hip":
+        asm = done.asm["amdgcn"]
+        for key in ("vgpr_count", "agpr_count", "sgpr_count", "private_segment_fixed_size"):
+            found = re.search(rf"\.{key}:\s+(\d+)", asm)
+            need[key] = int(found.group(1)) if found else 0
+        registers = need["vgpr_count"] + need["agpr_count"]  # one file from gfx90a on
+        assert registers <= limits.max_vgprs, what
+        assert need["sgpr_count"] <= (102 if limits.arch.startswith("gfx9") else 106), what
+        assert need["private_segment_fixed_size"] == 0, what  # no register spills to scratch
+    else:
+        assert len(done.asm["cubin"]) > 0, what
+    return need
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=lambda t: f"{t[0]}-{t[1]}")
+def test_every_replay_kernel_compiles_for_the_gpu_within_its_limits(target):
+    for launch in _recorded_launches():
+        _compile_within_limits(target, *launch)
+
+
+_AMD = [t for t in [("hip", "gfx942", 64), *_SLOW] if t[0] == "hip"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", _AMD, ids=lambda t: f"{t[0]}-{t[1]}")
+def test_the_largest_fused_write_fits_every_amd_target(target):
+    """A fused write of MAX_FUSED indices (the most one program takes; larger writes go
+    through the per-level rebuild) in each write mode: about 40 s a target on 2 cores."""
+    from rlamd.replay import triton_trees as tt
+
+    modes = {}
     for jitted, sig, consts, options in _recorded_launches():
-        src = ASTSource(fn=jitted, signature=sig, constexprs=consts)
-        done = triton.compile(src, target=gpu, options=options)
-        binary = "cubin" if target[0] == "cuda" else "hsaco"
-        assert len(done.asm[binary]) > 0, (jitted.fn.__name__, consts)
+        if jitted.fn.__name__ == "_write_kernel":
+            modes.setdefault(
+                consts["MODE"], (jitted, sig, {**consts, "BLOCK": tt.MAX_FUSED}, options)
+            )
+    assert set(modes) == {tt.SET, tt.PRIORITY, tt.ACTIVATE}
+    for launch in modes.values():
+        _compile_within_limits(target, *launch)
