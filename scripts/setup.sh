@@ -37,7 +37,7 @@ for arg in "$@"; do
     --ray) extras+=(ray) ;;
     --dry-run) dry_run=1 ;;
     -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --bench-peers --ray --dry-run)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --bench-peers --dry-run)" >&2; exit 2 ;;
   esac
 done
 
