@@ -4,6 +4,8 @@
 #   bash scripts/setup.sh            runtime only
 #   bash scripts/setup.sh --dev      + pytest, ruff (for the test suite)
 #   bash scripts/setup.sh --bench    + Stable-Baselines3, matplotlib (peer benchmarks)
+#   bash scripts/setup.sh --bench-peers  + .venv-peers/NAME for peers that cannot share rlamd's
+#                                    env (Sample Factory 2.1.1: gymnasium<1, numpy<2)
 #   bash scripts/setup.sh --ray      + ray[default,rllib] (cluster training)
 #   bash scripts/setup.sh --dry-run  print the flavour, torch and index it would install;
 #                                    install nothing (no .venv is made either)
@@ -26,14 +28,16 @@ cd "$(dirname "$0")/.."
 
 extras=()
 dry_run=0
+bench_peers=0
 for arg in "$@"; do
   case "$arg" in
     --dev) extras+=(dev) ;;
     --bench) extras+=(bench) ;;
+    --bench-peers) bench_peers=1 ;;
     --ray) extras+=(ray) ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --dry-run)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,29p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --bench-peers --dry-run)" >&2; exit 2 ;;
   esac
 done
 
@@ -137,3 +141,15 @@ if [ "$flavour" = cpu ] && [[ " ${extras[*]:-} " == *" dev "* ]] && [ "$(uname -
   pip install "triton==3.9.0"
 fi
 "$py" -c 'import rlamd.agents, rlamd.envs; from rlamd.device import resolve_device, describe_device; print("setup: rlamd ready on", describe_device(resolve_device("auto")).summary())'
+
+if [ "$bench_peers" = 1 ]; then
+  # Peers in their own venvs (python -m rlamd.bench finds .venv-peers/NAME/bin/python), each
+  # with the same pinned torch first, so pip never resolves an unpinned one. ale-py 0.12's
+  # wheel carries the Atari ROMs, so no ROM download is needed.
+  peer_py="${RLAMD_PYTHON:-python3}"
+  [ -x .venv-peers/samplefactory/bin/python ] || "$peer_py" -m venv .venv-peers/samplefactory
+  sf() { .venv-peers/samplefactory/bin/python -m pip --disable-pip-version-check "$@"; }
+  sf install "torch==$version" "${index_args[@]}"
+  sf install "sample-factory==2.1.1" "ale-py==0.12.1"
+  .venv-peers/samplefactory/bin/python -c 'import importlib.metadata as m, ale_py, sample_factory, torch; print("setup: .venv-peers/samplefactory ready: Sample Factory", m.version("sample-factory"), "torch", torch.__version__)'
+fi

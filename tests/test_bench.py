@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rlamd.bench.__main__ import main
-from rlamd.bench.peer import BasePeer, get
+from rlamd.bench.peer import get
 
 
 @pytest.mark.slow

@@ -199,32 +199,28 @@ def _mean(xs: list[float]) -> float | None:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What other processes did to the machine around one timed block."""
+    """What other processes did to the machine around one timed block.
+
+    ``before``, ``during`` and ``peak``: other processes' cores (mean over the sampling
+    before the timing, mean over the timing, highest ``interval`` sample in it; None:
+    unreadable); ``own``: this process tree's cores during it. ``gpu_before`` (others'
+    use) and ``gpu_during`` (the bench's own kernels included): GPU utilisation %, where
+    ``gpu_source`` could read it. ``runnable``: threads ready to run (the bench's own
+    included), mean over the samples: above the core count threads wait for a core, and a
+    multi-threaded step waits for its slowest thread, so it says more than ``during``.
+    """
 
     cores: int
-    """CPU cores of the machine (``os.cpu_count()``)."""
     before: float | None
-    """Other processes' cores, mean over the sampling before the timing (None: unreadable)."""
     during: float | None
-    """Other processes' cores, mean over the timing."""
     peak: float | None
-    """Other processes' cores, the highest ``interval`` sample during the timing."""
     own: float | None
-    """This process tree's cores, mean over the timing."""
     samples: int
-    """Samples taken during the timing."""
     seconds: float
-    """Length of the timing."""
     gpu_before: float | None = None
-    """GPU utilisation % before the timing (others' use), where readable."""
     gpu_during: float | None = None
-    """GPU utilisation % during the timing (the bench's own kernels included)."""
     gpu_source: str | None = None
-    """What read the GPU figure."""
     runnable: float | None = None
-    """Threads ready to run (the bench's own included), mean over the timing's samples:
-    above the core count threads wait for a core, and a multi-threaded step waits for its
-    slowest thread, so this says more than ``during`` about how contended the cores were."""
     threshold: float = BUSY_CORES
     """Others' cores above which the machine counts as busy."""
 

@@ -104,3 +104,19 @@ def test_no_library_module_outside_a_peers_own_names_it():
     ]
     assert not offenders
     assert {p.name for p in peers()} >= {"sb3", "rllib", "torchrl", "samplefactory"}
+
+
+def test_peer_python_is_checked_and_names_the_nearest_peer(monkeypatch, tmp_path):
+    from rlamd.bench.peer import get, peer_python, set_python
+
+    monkeypatch.setattr(peer_mod, "_PYTHON", {})
+    with pytest.raises(ValueError, match="accepted: NAME=PATH"):
+        set_python("samplefactory")
+    with pytest.raises(ValueError, match="Did you mean 'samplefactory'"):
+        set_python(f"samplefactoyr={sys.executable}")
+    with pytest.raises(ValueError, match="is not an executable"):
+        set_python(f"samplefactory={tmp_path / 'python'}")
+    set_python(f"samplefactory={sys.executable}")  # rlamd's own: Sample Factory is not here
+    assert peer_python("samplefactory") == sys.executable
+    reason = get("samplefactory").unavailable()
+    assert reason.startswith("sample_factory not importable") and "--bench-peers" in reason

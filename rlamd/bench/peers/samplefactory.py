@@ -156,15 +156,20 @@ class SampleFactory(BasePeer):
                 raise PeerUnavailable(f"Sample Factory did not start (log: {folder / 'log.txt'})")
             time.sleep(0.2)
         child.signal(signal.SIGSTOP)
-        window = max(3.0, iters * 4.0)
+        window = max(10.0, iters * 6.0)
 
         def run() -> float:
+            """One window of running: env steps/s between its first and last progress line
+            (its learner reports once per batch), else over the whole window."""
             child.signal(signal.SIGCONT)
-            t0, s0 = time.monotonic(), child.steps()
+            t0, s0, n0 = time.monotonic(), child.steps(), len(child.progress)
             time.sleep(window)
-            t1, s1 = time.monotonic(), child.steps()
             child.signal(signal.SIGSTOP)
-            return (s1 - s0) / (t1 - t0)
+            inside = child.progress[n0:]
+            if len(inside) >= 2 and inside[-1][0] > inside[0][0]:
+                (ta, sa), (tb, sb) = inside[0], inside[-1]
+                return (sb - sa) / (tb - ta)
+            return (child.steps() - s0) / (time.monotonic() - t0)
 
         meta = {"num_envs": rec.n_envs, "precision": "fp32", "window_s": window, **rec.to_dict()}
         return Throughput("Sample Factory APPO (own defaults)", run, child.close, meta, per="self")
