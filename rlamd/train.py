@@ -27,6 +27,7 @@ from rlamd.config.layers import resolve
 from rlamd.config.resume import check_resume, replay_saved
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
 from rlamd.device import DeviceError
+from rlamd.envs import import_env_modules, spaces_mismatch
 from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 from rlamd.rundir import RunBusy, holder
@@ -195,6 +196,7 @@ def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | 
     resume_state, run_dir = None, None
     if args.resume:
         resume_state, run_dir = _resume(args)
+        _import_saved_modules(resume_state)
     elif not args.env and not args.config:
         return None
     cfg = resolve(
@@ -205,7 +207,37 @@ def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | 
     )
     if resume_state is not None and run_dir is not None:
         print(_resume_line(resume_state, cfg, run_dir), flush=True)
+        _check_spaces(resume_state, cfg)
     return cfg, resume_state, run_dir
+
+
+def _import_saved_modules(state: dict) -> None:
+    """The checkpoint's ``--env-module`` first, so that the modules the resumed run names
+    (imported as its settings resolve) come last: where both register one id, the run's
+    own win, and they are what it records. A saved module that no longer imports is
+    left to the resolve's checks (the run may name another)."""
+    saved = state["config"].get("train", {}).get("env_module")
+    try:
+        import_env_modules(saved if isinstance(saved, str) else None)
+    except ValueError:
+        pass
+
+
+def _check_spaces(state: dict, cfg: RunConfig) -> None:
+    """The env as made now has the spaces the checkpoint's agent was trained on.
+
+    Raises:
+        ConfigError: it does not (another module registered the id, a changed env).
+    """
+    train = cfg.train
+    problem = spaces_mismatch(state.get("env_spaces"), train.env, train.env_module)
+    if problem is not None:
+        module = f" (train.env_module={train.env_module!r})" if train.env_module else ""
+        saved = state["config"]["train"].get("env_module")
+        raise ConfigError(
+            f"--resume: train.env={train.env!r}{module} is another env than the checkpoint's: "
+            f"{problem}; accepted: the env it trained on (train.env_module={saved!r}, as saved)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
