@@ -398,3 +398,27 @@ def test_a_slow_run_also_checkpoints_by_the_clock(
     assert main(args) == 0
     assert saved[-1] == 3000
     assert (len(saved) > 1 and saved[0] < 3000) == more_than_the_last
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["cartpole", "--steps", "99999999999999999999"],
+            "train.steps=99999999999999999999 (env i at step s gets seed train.seed + s + i, "
+            "and ale-py takes seeds up to 2**31 - 1); accepted: an integer from 1 to "
+            "1,000,000,000",
+        ),
+        (
+            ["cartpole", "--set", "ppo.num_steps=99999999999999999999"],
+            "ppo.num_steps=99999999999999999999; accepted: an integer from 0 to "
+            "9,223,372,036,854,775,807",
+        ),
+    ],
+)
+def test_a_number_too_large_names_its_own_setting_and_bound(tmp_path, capsys, args, message):
+    """Regression: --steps 99999999999999999999 answered "train.seed=1 (...); accepted: an
+    integer from 0 to 0"."""
+    assert main([*args, "--logdir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

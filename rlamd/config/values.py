@@ -22,7 +22,15 @@ from typing import Any
 
 from .errors import ConfigError, bad_setting
 
-__all__ = ["INT_MINIMUMS", "apply_overrides", "check_fields", "coerce", "field_docs"]
+__all__ = [
+    "INT_MAX",
+    "INT_MAXIMUMS",
+    "INT_MINIMUMS",
+    "apply_overrides",
+    "check_fields",
+    "coerce",
+    "field_docs",
+]
 
 INT_MINIMUMS: dict[str, int] = {
     "ray.max_worker_restarts": -1,
@@ -31,6 +39,19 @@ INT_MINIMUMS: dict[str, int] = {
 ``section.field``. Every other int setting (and every int inside a tuple setting) is
 refused below 0 by :func:`check_fields`. ``-1`` here means "unlimited" (see the field's
 docstring)."""
+
+INT_MAX = 2**63 - 1
+"""The largest int any setting takes (counters and sizes are 64-bit in numpy and torch)."""
+
+INT_MAXIMUMS: dict[str, tuple[int, int, str]] = {
+    "train.steps": (
+        1,
+        1_000_000_000,
+        "env i at step s gets seed train.seed + s + i, and ale-py takes seeds up to 2**31 - 1",
+    ),
+}
+"""The int settings with a smaller bound than :data:`INT_MAX`: ``(smallest, largest, why)``,
+keyed by ``section.field``."""
 
 
 def field_docs(cls: type) -> dict[str, str]:
@@ -150,7 +171,8 @@ def check_fields(obj: Any, section: str) -> None:
 
     * every float is finite (no ``nan``, ``inf`` or ``-inf``);
     * every int, and every int in a tuple, is >= 0, or >= ``INT_MINIMUMS[section.field]``
-      for the few settings documented to take a negative value.
+      for the few settings documented to take a negative value, and at most
+      :data:`INT_MAX`, or ``INT_MAXIMUMS[section.field]`` where that is less.
 
     The dataclass's own ``__post_init__`` says what each field accepts beyond that.
 
@@ -164,9 +186,14 @@ def check_fields(obj: Any, section: str) -> None:
                 raise bad_setting(section, f.name, value, "a finite number")
             if isinstance(number, int):
                 low = INT_MINIMUMS.get(f"{section}.{f.name}", 0)
+                what = "whole numbers" if isinstance(value, tuple) else "an integer"
                 if number < low:
-                    what = "whole numbers" if isinstance(value, tuple) else "an integer"
                     raise bad_setting(section, f.name, value, f"{what} >= {low}")
+                least, high, why = INT_MAXIMUMS.get(f"{section}.{f.name}", (low, INT_MAX, None))
+                if number > high:
+                    raise bad_setting(
+                        section, f.name, value, f"{what} from {least} to {high:,}", why=why
+                    )
 
 
 def _in_section(section: str, message: str, names: list[str]) -> str:
