@@ -52,7 +52,9 @@ def test_evaluate_video_onto_a_file_is_refused_before_playing(tmp_path, capsys):
 
     logdir = tmp_path / "runs"
     args = ["cartpole", "--algo", "ppo", "--steps", "32", "--num-envs", "2", "--run-name", "r"]
-    assert main([*args, "--logdir", str(logdir), "--no-tensorboard", "--set", "ppo.num_steps=16"]) == 0
+    assert (
+        main([*args, "--logdir", str(logdir), "--no-tensorboard", "--set", "ppo.num_steps=16"]) == 0
+    )
     target = tmp_path / "clip.gif"
     target.write_bytes(b"GIF89a")
     capsys.readouterr()
