@@ -26,6 +26,7 @@ from rlamd.config.flags import RAY_FLAGS, SWITCHES, TRAIN_FLAGS, settings_epilog
 from rlamd.config.layers import resolve
 from rlamd.config.resume import check_resume, replay_saved
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
+from rlamd.config.values import HelpFormatter, help_text, shown_default
 from rlamd.device import DeviceError
 from rlamd.envs import import_env_modules, spaces_mismatch
 from rlamd.envvars import check_environment
@@ -44,7 +45,7 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
     """The ``[ray]`` settings that have a flag of their own (``--ray``, ``--num-learners``...)."""
     ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
     cluster = p.add_argument_group(
-        "distributed training on Ray (install it with `bash scripts/setup.sh --ray`; "
+        "distributed training on Ray (install it with: bash scripts/setup.sh --ray; "
         "README: Ray clusters)"
     )
     for field, option in RAY_FLAGS.items():
@@ -53,7 +54,8 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
             {"action": "store_const", "const": True} if kind is None else {"type": kind}
         )
         doc = ray_docs[field]
-        shown = "" if "(default" in doc else f" (default: {getattr(ray_defaults, field)})"
+        value = shown_default(getattr(ray_defaults, field), doc)
+        shown = "" if "(default" in doc else f" (default: {value})"
         cluster.add_argument(option, dest=f"ray_{field}", default=None, help=doc + shown, **extra)
 
 
@@ -62,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     docs, defaults = field_docs(TrainConfig), TrainConfig()
     p = argparse.ArgumentParser(
         prog="python -m rlamd.train",
-        description="Train an agent on ENV. " + (__doc__ or "").split("\n\n")[-1].strip(),
+        description="Train an agent on ENV. " + help_text((__doc__ or "").split("\n\n")[-1]),
         epilog=settings_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "env",
@@ -73,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, kw in TRAIN_FLAGS.items():
         doc = docs[name]
-        shown = "" if "(default" in doc else f" (default: {getattr(defaults, name)})"
+        shown = (
+            ""
+            if "(default" in doc
+            else f" (default: {shown_default(getattr(defaults, name), doc)})"
+        )
         p.add_argument(
             f"--{name.replace('_', '-')}", dest=name, default=None, help=doc + shown, **kw
         )

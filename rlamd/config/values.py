@@ -10,11 +10,13 @@ the field, the value and what is accepted (:func:`rlamd.config.errors.bad_settin
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import difflib
 import itertools
 import math
+import re
 import sys
 import types
 import typing
@@ -26,10 +28,13 @@ __all__ = [
     "INT_MAX",
     "INT_MAXIMUMS",
     "INT_MINIMUMS",
+    "HelpFormatter",
     "apply_overrides",
     "check_fields",
     "coerce",
     "field_docs",
+    "help_text",
+    "shown_default",
 ]
 
 INT_MINIMUMS: dict[str, int] = {
@@ -54,8 +59,46 @@ INT_MAXIMUMS: dict[str, tuple[int, int, str]] = {
 keyed by ``section.field``."""
 
 
+_MARKUP = (
+    (re.compile(r"``?([^`]+)``?"), r"\1"),  # reStructuredText literals
+    (re.compile(r"\s*\(issue \d+\)"), ""),  # citations of the tracker
+    (re.compile(r",\s*issue \d+\)"), ")"),
+    (re.compile(r"\bNone\b"), "auto"),  # the spelling --set takes for it
+)
+
+
+def help_text(doc: str) -> str:
+    """A field's docstring as ``--help`` prints it: no markup, no issue numbers, and
+    ``auto`` for ``None``."""
+    for pattern, repl in _MARKUP:
+        doc = pattern.sub(repl, doc)
+    return doc
+
+
+def shown_default(value: Any, doc: str = "") -> str:
+    """A default as ``--help`` spells it: ``on``/``off`` for booleans, ``auto`` or ``none``
+    for None (``auto`` where the setting's help speaks of it), ``repr`` otherwise."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "auto" if "auto" in help_text(doc) else "none"
+    return repr(value)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with ``(default: X)`` never broken across lines (whatever ``COLUMNS``
+    says), so every option's default reads, and can be searched for, as one piece."""
+
+    _GLUE = "\x1f"  # not whitespace to argparse or textwrap
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        glued = re.sub(r"\(default: [^)]*\)", lambda m: m.group(0).replace(" ", self._GLUE), text)
+        return [line.replace(self._GLUE, " ") for line in super()._split_lines(glued, width)]
+
+
 def field_docs(cls: type) -> dict[str, str]:
-    """The one-line docstrings under each dataclass field (for ``--help``)."""
+    """The one-line docstrings under each dataclass field (for ``--help``, through
+    :func:`help_text`)."""
     import inspect
 
     try:
@@ -73,7 +116,7 @@ def field_docs(cls: type) -> dict[str, str]:
             and isinstance(nxt.value, ast.Constant)
             and isinstance(nxt.value.value, str)
         ):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
+            docs[node.target.id] = help_text(" ".join(nxt.value.value.split()))
     return docs
 
 
