@@ -18,9 +18,11 @@ from .generic import (
     EnvProbe,
     env_family,
     env_notes,
+    env_spaces,
     make_generic,
     probe_env,
     render_problem,
+    spaces_mismatch,
 )
 from .registry import EnvId, atari_games, import_env_modules, parse_env_id, register_factory
 from .spaces import ActionInfo, ObsTransform, UnsupportedSpace
@@ -42,6 +44,7 @@ __all__ = [
     "atari_games",
     "env_family",
     "env_notes",
+    "env_spaces",
     "import_env_modules",
     "make_atari",
     "make_classic",
@@ -51,6 +54,7 @@ __all__ = [
     "probe_env",
     "register_factory",
     "render_problem",
+    "spaces_mismatch",
 ]
 
 

@@ -37,9 +37,11 @@ __all__ = [
     "EnvProbe",
     "env_family",
     "env_notes",
+    "env_spaces",
     "make_generic",
     "probe_env",
     "render_problem",
+    "spaces_mismatch",
 ]
 
 VECTOR_MODES = ("auto", "sync", "async")
@@ -290,6 +292,27 @@ def _checked(name: str, env: gym.Env, caught: list) -> tuple[str, ...]:
             raise _unmade(name, exc) from None
     notes += [str(w.message) for w in seen]
     return tuple(dict.fromkeys(f"gymnasium's env checker: {n.splitlines()[0]}" for n in notes))
+
+
+def env_spaces(name: str, module: str | None = None) -> dict[str, str] | None:
+    """The spaces env ``name`` has, as a checkpoint keeps them (None for Atari, whose
+    pipeline fixes them)."""
+    if parse_env_id(name, module).family == "atari":
+        return None
+    probe = probe_env(name, module)
+    return {"observation": str(probe.observation_space), "action": str(probe.action_space)}
+
+
+def spaces_mismatch(saved: dict[str, str] | None, name: str, module: str | None) -> str | None:
+    """What differs between the spaces a checkpoint kept (``saved``) and those env ``name``
+    has now (None: the same, or nothing was kept)."""
+    now = env_spaces(name, module) if saved else None
+    if not saved or not now:
+        return None
+    for kind in ("observation", "action"):
+        if saved.get(kind, now[kind]) != now[kind]:
+            return f"its {kind} space is {now[kind]}, but the checkpoint's was {saved[kind]}"
+    return None
 
 
 def env_notes(name: str, module: str | None = None) -> tuple[str, ...]:

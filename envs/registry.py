@@ -143,7 +143,7 @@ def resolve_factory(entry: str) -> Callable[..., Any] | None:
         obj: Any = importlib.import_module(module)
         for part in path.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError):
+    except Exception:  # any failure at import: :func:`parse_env_id` says which
         return None
     return obj if callable(obj) and not isinstance(obj, type(importlib)) else None
 
@@ -161,18 +161,49 @@ def _generic(text: str) -> EnvId | None:
     factory entry point, as the ``gym`` family; None if ``text`` is neither."""
     import gymnasium as gym
 
+    entry = None
     if ":" in text:
         if resolve_factory(text) is not None:
             return EnvId("gym", text, 0.0)
+        entry = text
         module, _, text = text.partition(":")
+        if module == "__main__" or "<" in text:
+            raise ValueError(_unreachable(entry))
         try:
             importlib.import_module(module)
-        except Exception:
-            return None
+        except Exception as exc:
+            first = str(exc).splitlines()[0] if str(exc) else "no detail"
+            raise ValueError(
+                f"train.env={entry!r}: importing its module {module} failed "
+                f"({exc.__class__.__name__}: {first}); accepted: an entry point "
+                "package.module:factory whose module this Python can import"
+            ) from None
     if text in gym.registry:
         return EnvId("gym", text, 0.0)
     same = [k for k in gym.registry if k.lower() == text.lower()]
-    return EnvId("gym", same[0], 0.0) if len(same) == 1 else None
+    if len(same) == 1:
+        return EnvId("gym", same[0], 0.0)
+    if entry is not None:
+        names = [n for n, v in vars(importlib.import_module(module)).items() if callable(v)]
+        close = difflib.get_close_matches(text, names, n=1)
+        hint = f". Did you mean {module}:{close[0]}?" if close else ""
+        raise ValueError(
+            f"train.env={entry!r}: {module} has no callable {text!r}; accepted: "
+            f"{module}:NAME with NAME a function that returns a gymnasium.Env{hint}"
+        )
+    return None
+
+
+def _unreachable(entry: str) -> str:
+    """Why a callable named for this process only (``rlamd.fit`` was given a lambda, a local
+    function or a function of a script) cannot be made here, and what to do."""
+    return (
+        f"train.env={entry!r} names a callable that rlamd.fit was given in another Python "
+        "process (a lambda, a local function or a function of a script), so this one "
+        "cannot make the env; accepted: in Python, rlamd.load(RUN, env=<the same callable>); "
+        "or train on a function at the top of an importable module (package.module:make_env), "
+        "which every process can make"
+    )
 
 
 def parse_env_id(name: str, module: str | None = None) -> EnvId:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -40,6 +41,7 @@ from rlamd.config.sections import RunConfig
 from rlamd.config.sources import parse_set
 from rlamd.device import resolve_device
 from rlamd.envs import ObsTransform, make_env, parse_env_id, probe_env, register_factory
+from rlamd.envs.checks import describe_value
 from rlamd.evaluate import evaluate_policy
 from rlamd.rundir import claim
 from rlamd.runner import run
@@ -93,6 +95,11 @@ def _env_name(env: EnvLike) -> str:
 def _layers(settings: Mapping[str, Any] | None, train: dict[str, Any]) -> dict[str, dict]:
     """``{"ppo.lr": 3e-4, "steps": 5000}`` -> ``{"ppo": {"lr": 3e-4}, "train": {...}}``, the
     keys checked as ``--set`` checks them (sections, bare keys), the values kept as given."""
+    if settings is not None and not isinstance(settings, Mapping):
+        raise ConfigError(
+            f"settings={type(settings).__name__} {str(settings)[:60]}; accepted: a mapping of "
+            "setting names to values, e.g. settings={'ppo.lr': 3e-4, 'env.vector': 'async'}"
+        )
     layers: dict[str, dict[str, Any]] = {"train": dict(train)}
     defaults = RunConfig().sections()
     for key, value in (settings or {}).items():
@@ -188,14 +195,14 @@ class Policy:
         self._stack_k = 1
         if parse_env_id(train.env, train.env_module).family == "atari":
             env = make_env(train.env, num_envs=1, atari=cfg.atari)
-            self.actions = env.actions
+            self.actions, self.observation_space = env.actions, env.single_observation_space
             env.close()
         else:
             probe = probe_env(train.env, train.env_module)
             self._transform = ObsTransform(
                 probe.observation_space, grayscale=e.grayscale, resize=e.resize
             )
-            self.actions = probe.actions
+            self.actions, self.observation_space = probe.actions, probe.observation_space
             self._stack_k = e.frame_stack if self._transform.kind == "image" else 1
         self._stack: np.ndarray | None = None
 
@@ -203,7 +210,34 @@ class Policy:
         """Forget the stacked frames (at the start of an episode)."""
         self._stack = None
 
+    def _check(self, obs: Any) -> None:
+        """``obs`` is one observation of the env's space, or a :class:`ValueError` says what
+        was given and what :meth:`act` takes."""
+        space = self.observation_space
+        takes = f"accepted: one observation of the env's {_described(space)}"
+        if isinstance(obs, tuple) and len(obs) == 2 and isinstance(obs[1], dict):
+            raise ValueError(
+                "policy.act got an (observation, info) tuple, as reset() returns it; "
+                f"{takes}: obs, info = env.reset(); policy.act(obs)"
+            )
+        if isinstance(space, gym.spaces.Discrete):
+            if np.ndim(obs) != 0 or not np.issubdtype(np.asarray(obs).dtype, np.integer):
+                raise ValueError(f"policy.act got {describe_value(obs)}; {takes} (one integer)")
+            return
+        try:
+            x = np.asarray(obs)
+        except ValueError:
+            raise ValueError(f"policy.act got {describe_value(obs)}; {takes}") from None
+        if x.shape != space.shape:
+            batch = x.ndim == len(space.shape) + 1 and x.shape[1:] == space.shape
+            what = f"a batch of {x.shape[0]} observations" if batch else f"shape {x.shape}"
+            more = " (call it once per observation)" if batch else ""
+            raise ValueError(f"policy.act got {what}; {takes}{more}")
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            raise ValueError(f"policy.act got an observation holding NaN or inf; {takes}")
+
     def _prepare(self, obs: Any) -> torch.Tensor:
+        self._check(obs)
         x = np.asarray(obs) if self._transform is None else self._transform(obs)
         if self._stack_k > 1:
             if self._stack is None:
@@ -218,7 +252,12 @@ class Policy:
     def act(self, obs: Any, deterministic: bool = True) -> Any:
         """The action for one unbatched observation (``deterministic``: the most likely
         action, a Gaussian's mean, DQN with epsilon 0; else as the agent explores when
-        evaluated)."""
+        evaluated).
+
+        Raises:
+            ValueError: ``obs`` is not one finite observation of the env's space (a batch,
+                reset()'s ``(obs, info)`` tuple, another shape), naming what ``act`` takes.
+        """
         policy = self._algo.policy(self.agent, self.cfg, deterministic=deterministic)
         action = policy(self._prepare(obs))[0].cpu().numpy()
         info = self.actions
@@ -226,6 +265,11 @@ class Policy:
             return int(action) + info.start
         clipped = np.clip(action.reshape(-1), info.low, info.high)
         return clipped.reshape(info.shape).astype(info.dtype)
+
+
+def _described(space: gym.Space) -> str:
+    text = str(space)
+    return f"observation_space {text if len(text) <= 80 else text[:77] + '...'}"
 
 
 def load(

@@ -27,6 +27,7 @@ from rlamd.algos import build_agent, get_algorithm
 from rlamd.checkpoint import CheckpointError, find_checkpoint, load_checkpoint
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
+from rlamd.config.values import HelpFormatter, help_text
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.envs import (
     AtariConfig,
@@ -200,7 +201,9 @@ def _write_gif(path: Path, frames: list[np.ndarray]) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m rlamd.evaluate", description=__doc__.splitlines()[0].replace("``", "")
+        prog="python -m rlamd.evaluate",
+        description=help_text(__doc__.splitlines()[0]),
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "run",

@@ -29,7 +29,7 @@ from rlamd.config.sections import RunConfig, TrainConfig
 from rlamd.device import amd_machine, ray_visibility_problem
 from rlamd.distributed.plan import RunFailed
 from rlamd.engine import Engine, LocalEngine
-from rlamd.envs import EnvFault, EnvInterrupted, parse_env_id
+from rlamd.envs import EnvFault, EnvInterrupted, env_spaces, parse_env_id
 from rlamd.evaluate import evaluate_episodes
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
@@ -261,6 +261,7 @@ class _Run:
                 "agent": self.engine.agent_state(),
                 **self.engine.extra_state(),
                 "scores": [float(s) for s in self.logger.scores],
+                "env_spaces": env_spaces(self.cfg.train.env, self.cfg.train.env_module),
             },
         )
         self.saved_step = self.step

@@ -26,7 +26,9 @@ from rlamd.config.flags import RAY_FLAGS, SWITCHES, TRAIN_FLAGS, settings_epilog
 from rlamd.config.layers import resolve
 from rlamd.config.resume import check_resume, replay_saved
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
+from rlamd.config.values import HelpFormatter, help_text, shown_default
 from rlamd.device import DeviceError
+from rlamd.envs import import_env_modules, spaces_mismatch
 from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 from rlamd.rundir import RunBusy, holder
@@ -43,7 +45,7 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
     """The ``[ray]`` settings that have a flag of their own (``--ray``, ``--num-learners``...)."""
     ray_docs, ray_defaults = field_docs(RayConfig), RayConfig()
     cluster = p.add_argument_group(
-        "distributed training on Ray (install it with `bash scripts/setup.sh --ray`; "
+        "distributed training on Ray (install it with: bash scripts/setup.sh --ray; "
         "README: Ray clusters)"
     )
     for field, option in RAY_FLAGS.items():
@@ -52,7 +54,8 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
             {"action": "store_const", "const": True} if kind is None else {"type": kind}
         )
         doc = ray_docs[field]
-        shown = "" if "(default" in doc else f" (default: {getattr(ray_defaults, field)})"
+        value = shown_default(getattr(ray_defaults, field), doc)
+        shown = "" if "(default" in doc else f" (default: {value})"
         cluster.add_argument(option, dest=f"ray_{field}", default=None, help=doc + shown, **extra)
 
 
@@ -61,9 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
     docs, defaults = field_docs(TrainConfig), TrainConfig()
     p = argparse.ArgumentParser(
         prog="python -m rlamd.train",
-        description="Train an agent on ENV. " + (__doc__ or "").split("\n\n")[-1].strip(),
+        description="Train an agent on ENV. " + help_text((__doc__ or "").split("\n\n")[-1]),
         epilog=settings_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=HelpFormatter,
     )
     p.add_argument(
         "env",
@@ -72,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, kw in TRAIN_FLAGS.items():
         doc = docs[name]
-        shown = "" if "(default" in doc else f" (default: {getattr(defaults, name)})"
+        shown = (
+            ""
+            if "(default" in doc
+            else f" (default: {shown_default(getattr(defaults, name), doc)})"
+        )
         p.add_argument(
             f"--{name.replace('_', '-')}", dest=name, default=None, help=doc + shown, **kw
         )
@@ -195,6 +202,7 @@ def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | 
     resume_state, run_dir = None, None
     if args.resume:
         resume_state, run_dir = _resume(args)
+        _import_saved_modules(resume_state)
     elif not args.env and not args.config:
         return None
     cfg = resolve(
@@ -205,7 +213,37 @@ def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | 
     )
     if resume_state is not None and run_dir is not None:
         print(_resume_line(resume_state, cfg, run_dir), flush=True)
+        _check_spaces(resume_state, cfg)
     return cfg, resume_state, run_dir
+
+
+def _import_saved_modules(state: dict) -> None:
+    """The checkpoint's ``--env-module`` first, so that the modules the resumed run names
+    (imported as its settings resolve) come last: where both register one id, the run's
+    own win, and they are what it records. A saved module that no longer imports is
+    left to the resolve's checks (the run may name another)."""
+    saved = state["config"].get("train", {}).get("env_module")
+    try:
+        import_env_modules(saved if isinstance(saved, str) else None)
+    except ValueError:
+        pass
+
+
+def _check_spaces(state: dict, cfg: RunConfig) -> None:
+    """The env as made now has the spaces the checkpoint's agent was trained on.
+
+    Raises:
+        ConfigError: it does not (another module registered the id, a changed env).
+    """
+    train = cfg.train
+    problem = spaces_mismatch(state.get("env_spaces"), train.env, train.env_module)
+    if problem is not None:
+        module = f" (train.env_module={train.env_module!r})" if train.env_module else ""
+        saved = state["config"]["train"].get("env_module")
+        raise ConfigError(
+            f"--resume: train.env={train.env!r}{module} is another env than the checkpoint's: "
+            f"{problem}; accepted: the env it trained on (train.env_module={saved!r}, as saved)"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

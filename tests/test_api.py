@@ -99,6 +99,8 @@ def test_a_lambda_env_loads_elsewhere_only_when_given_again(tmp_path):
         "from tests.envs.custom_envs import Corridor\n"
         "p = rlamd.load(sys.argv[1], env=Corridor)\n"
         "print(p.act(Corridor().reset(seed=0)[0]))\n"
+        "from rlamd.evaluate import main\n"
+        "print('rc', main([sys.argv[1]]))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code, str(run.run_dir)], capture_output=True, text=True
@@ -106,9 +108,47 @@ def test_a_lambda_env_loads_elsewhere_only_when_given_again(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert "pass it: rlamd.load(run, env=...)" in lines[0], out.stderr
     assert lines[1] in ("-1", "0", "1")
+    # the command line says the run trained on a lambda, and how to load it
+    assert lines[2] == "rc 2" and "Unknown environment" not in out.stderr
+    assert "a lambda, a local function" in out.stderr
+    assert "rlamd.load(RUN, env=<the same callable>)" in out.stderr
 
 
 def test_fit_refuses_an_env_instance_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"env=TimeLimit object; accepted: an env id"):
         rlamd.fit(gym.wrappers.TimeLimit(ce.Corridor(), 10), logdir=tmp_path)
     assert not any(tmp_path.iterdir())
+
+
+def test_fit_refuses_settings_that_are_not_a_mapping(tmp_path):
+    """Regression: settings=[...] was an AttributeError."""
+    with pytest.raises(ConfigError, match=r"settings=list .*accepted: a mapping"):
+        rlamd.fit("cartpole", settings=["ppo.lr=1e-3"], logdir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_policy_act_checks_the_observation_against_the_space(tmp_path):
+    """Regression: a batch, an (obs, info) tuple or another shape gave torch's or numpy's
+    error; a (2, 2) observation for a 4-vector was taken; a NaN one returned NaN."""
+    run = rlamd.fit(
+        "CartPole-v1",
+        steps=64,
+        settings={**SHORT, "ppo.num_steps": 32, "ppo.num_minibatches": 2, "num_envs": 2},
+        logdir=tmp_path,
+        run_name="cp",
+    )
+    policy = rlamd.load(run.run_dir)
+    obs, info = gym.make("CartPole-v1").reset(seed=0)
+    assert policy.act(obs) in (0, 1)
+    takes = "accepted: one observation of the env's observation_space Box("
+    cases = [
+        ((obs, info), "an (observation, info) tuple"),
+        (np.stack([obs, obs, obs]), "a batch of 3 observations"),
+        (obs.reshape(2, 2), "shape (2, 2)"),
+        (np.full(4, np.nan, np.float32), "holding NaN or inf"),
+        (obs[:3], "shape (3,)"),
+    ]
+    for bad, said in cases:
+        with pytest.raises(ValueError) as err:
+            policy.act(bad)
+        assert said in str(err.value) and takes in str(err.value)

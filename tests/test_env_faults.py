@@ -293,3 +293,24 @@ def test_rlamd_evaluate_says_how_far_a_long_evaluation_is(tmp_path, capsys, monk
     out, err = capsys.readouterr()
     assert "rlamd: evaluating: 0 of 2 episodes done" in err
     assert "2 episodes" in out and "2 cut at 30 steps without an end" in out
+
+
+def test_a_resume_whose_new_env_module_registers_the_id_anew_is_refused_naming_the_spaces(
+    tmp_path, capsys
+):
+    """Regression: a resume with another --env-module registering the same id trained the
+    old env (the checkpoint's module was imported last), recorded the new module, and
+    plain --resume and evaluate then failed with a size mismatch."""
+    base = ["--logdir", str(tmp_path), "--no-tensorboard", "--set", "ppo.num_steps=32"]
+    new = ["RlamdSwap/Walk-v0", "--env-module", "tests.envs.swap_a", "--algo", "ppo"]
+    assert main([*new, "--steps", "64", "--num-envs", "2", "--run-name", "s", *base]) == 0
+    capsys.readouterr()
+    run = str(tmp_path / "s")
+    resumed = ["--resume", run, "--steps", "128", *base]
+    assert main([*resumed, "--env-module", "tests.envs.swap_b"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "is another env than the checkpoint's: its observation space is Box(-1.0, 1.0, (3,)" in err
+    )
+    assert "train.env_module='tests.envs.swap_a', as saved" in err
+    assert load_checkpoint(tmp_path / "s" / "checkpoint.pt")["step"] == 64  # untouched

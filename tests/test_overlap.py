@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from rlamd.algos import build_agent, get_algorithm
@@ -58,6 +59,7 @@ def _loop(overlap: bool):
     return loop, agent
 
 
+@pytest.mark.slow  # about 137 s on the loaded 2-core machine
 def test_learning_while_the_envs_step_stores_the_same_transitions():
     """Epsilon 1: actions do not depend on the weights, so both orders see the same games;
     the overlapped loop makes its updates between send and recv, on the replay as it was."""

@@ -4,6 +4,7 @@ CartPole learning and same-seed determinism."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -39,8 +40,15 @@ def test_invalid_values_fail_before_any_work(tmp_path, capsys, args, message):
     assert not any(tmp_path.iterdir())  # nothing was created
 
 
-def test_help_lists_every_option_with_its_default():
-    out = _run(["rlamd.train", "--help"], None).stdout
+@pytest.mark.parametrize("columns", ["60", "120"])
+def test_help_lists_every_option_with_its_default(columns):
+    """Regression: in a 120-column terminal (pytest's readline sets COLUMNS, which the
+    child inherits) argparse wrapped "(default:\n 10000000)" and this failed."""
+    env = {**os.environ, "COLUMNS": columns}
+    out = subprocess.run(
+        [*PY, "rlamd.train", "--help"], capture_output=True, text=True, timeout=600, env=env
+    ).stdout
+    assert "(default:\n" not in out and "(default: " in out
     for opt in (
         "--algo",
         "--steps",
@@ -59,6 +67,10 @@ def test_help_lists_every_option_with_its_default():
     ):
         assert opt in out
     assert "(default: 10000000)" in out and "dqn.lr = 0.0001" in out
+    # one spelling of booleans and None, no markup, no issue numbers
+    assert "(default: False)" not in out and "--ray" in out and "= off:" in out
+    assert "`" not in out and "(issue" not in out and "= None" not in out
+    assert "auto: what fits in memory" in out
 
 
 def test_hip_on_a_machine_without_gpu_points_to_doctor(tmp_path, capsys):
@@ -398,3 +410,27 @@ def test_a_slow_run_also_checkpoints_by_the_clock(
     assert main(args) == 0
     assert saved[-1] == 3000
     assert (len(saved) > 1 and saved[0] < 3000) == more_than_the_last
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["cartpole", "--steps", "99999999999999999999"],
+            "train.steps=99999999999999999999 (env i at step s gets seed train.seed + s + i, "
+            "and ale-py takes seeds up to 2**31 - 1); accepted: an integer from 1 to "
+            "1,000,000,000",
+        ),
+        (
+            ["cartpole", "--set", "ppo.num_steps=99999999999999999999"],
+            "ppo.num_steps=99999999999999999999; accepted: an integer from 0 to "
+            "9,223,372,036,854,775,807",
+        ),
+    ],
+)
+def test_a_number_too_large_names_its_own_setting_and_bound(tmp_path, capsys, args, message):
+    """Regression: --steps 99999999999999999999 answered "train.seed=1 (...); accepted: an
+    integer from 0 to 0"."""
+    assert main([*args, "--logdir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())

@@ -9,6 +9,7 @@ import torch
 from rlamd.agents.dqn import DQNConfig
 from rlamd.config.errors import ConfigError
 from rlamd.envs import VecEnv
+from rlamd.hostalloc import host_free_bytes
 from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, bytes_per_transition
 
 from .base import obs_info
@@ -21,13 +22,11 @@ DEFAULT_BUFFER: int = DQNConfig.buffer_size or 1_000_000
 
 
 def free_memory(device: torch.device) -> int | None:
-    """Bytes free for a new replay on ``device`` (host: MemAvailable), None if unknown."""
+    """Bytes free for a new replay on ``device`` (host: :func:`rlamd.hostalloc.host_free_bytes`), None if unknown."""
     try:
         if device.type == "cuda":
             return int(torch.cuda.mem_get_info(device)[0])
-        with open("/proc/meminfo", encoding="utf-8") as f:
-            info = dict(line.split(":", 1) for line in f)
-        return int(info["MemAvailable"].split()[0]) * 1024
+        return host_free_bytes()
     except (OSError, KeyError, RuntimeError, ValueError):
         return None
 

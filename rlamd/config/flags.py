@@ -12,7 +12,7 @@ from rlamd.graphs import GRAPH_MODES
 from rlamd.precision import PRECISIONS
 
 from .sections import RunConfig
-from .values import field_docs
+from .values import field_docs, shown_default
 
 __all__ = ["RAY_FLAGS", "SWITCHES", "TRAIN_FLAGS", "settings_epilog"]
 
@@ -61,7 +61,8 @@ def settings_epilog() -> str:
         docs = field_docs(type(obj))
         lines.append(f"  [{name}]")
         for f in dataclasses.fields(obj):
-            lines.append(f"    {name}.{f.name} = {getattr(obj, f.name)!r}: {docs.get(f.name, '')}")
+            doc = docs.get(f.name, "")
+            lines.append(f"    {name}.{f.name} = {shown_default(getattr(obj, f.name), doc)}: {doc}")
     for algo in ALGORITHMS.values():
         for family, preset in algo.presets.items():
             values = ", ".join(

@@ -93,9 +93,15 @@ def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str,
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(_toml_text(path))
     except FileNotFoundError:
         raise ConfigError(f"--config {path}: no such file") from None
+    except IsADirectoryError:
+        inside = path / "config.toml"
+        hint = f" (a run's settings: --config {inside})" if inside.is_file() else ""
+        raise ConfigError(f"--config {path} is a folder; accepted: a TOML file{hint}") from None
+    except OSError as exc:
+        raise ConfigError(f"--config {path}: cannot be read ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"--config {path}: not valid TOML ({exc})") from None
     out: dict[str, dict[str, Any]] = {}
@@ -112,6 +118,34 @@ def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str,
         else:
             out.setdefault("train", {})[key] = value
     return out
+
+
+_BOMS = {b"\xff\xfe": "UTF-16 (little-endian)", b"\xfe\xff": "UTF-16 (big-endian)"}
+
+
+def _toml_text(path: Path) -> str:
+    """A TOML file's text: UTF-8, with or without the byte-order mark some editors write.
+
+    Raises:
+        ConfigError: UTF-16, or bytes that are not UTF-8 (latin-1, cp1252), naming the file,
+            its encoding as far as it shows and where.
+    """
+    raw = path.read_bytes()
+    for mark, name in _BOMS.items():
+        if raw.startswith(mark):
+            raise ConfigError(
+                f"--config {path} is {name} text; accepted: a UTF-8 file (TOML is UTF-8: "
+                "save it as UTF-8 in your editor, or iconv -f UTF-16 -t UTF-8)"
+            )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"--config {path} is not UTF-8: byte 0x{raw[exc.start]:02x} on line {line} (a "
+            "latin-1 or cp1252 file?); accepted: a UTF-8 file (save it as UTF-8, or iconv -f "
+            "latin1 -t UTF-8)"
+        ) from None
 
 
 def _toml_value(value: Any) -> str:

@@ -10,11 +10,13 @@ the field, the value and what is accepted (:func:`rlamd.config.errors.bad_settin
 
 from __future__ import annotations
 
+import argparse
 import ast
 import dataclasses
 import difflib
 import itertools
 import math
+import re
 import sys
 import types
 import typing
@@ -22,7 +24,18 @@ from typing import Any
 
 from .errors import ConfigError, bad_setting
 
-__all__ = ["INT_MINIMUMS", "apply_overrides", "check_fields", "coerce", "field_docs"]
+__all__ = [
+    "INT_MAX",
+    "INT_MAXIMUMS",
+    "INT_MINIMUMS",
+    "HelpFormatter",
+    "apply_overrides",
+    "check_fields",
+    "coerce",
+    "field_docs",
+    "help_text",
+    "shown_default",
+]
 
 INT_MINIMUMS: dict[str, int] = {
     "ray.max_worker_restarts": -1,
@@ -32,9 +45,60 @@ INT_MINIMUMS: dict[str, int] = {
 refused below 0 by :func:`check_fields`. ``-1`` here means "unlimited" (see the field's
 docstring)."""
 
+INT_MAX = 2**63 - 1
+"""The largest int any setting takes (counters and sizes are 64-bit in numpy and torch)."""
+
+INT_MAXIMUMS: dict[str, tuple[int, int, str]] = {
+    "train.steps": (
+        1,
+        1_000_000_000,
+        "env i at step s gets seed train.seed + s + i, and ale-py takes seeds up to 2**31 - 1",
+    ),
+}
+"""The int settings with a smaller bound than :data:`INT_MAX`: ``(smallest, largest, why)``,
+keyed by ``section.field``."""
+
+
+_MARKUP = (
+    (re.compile(r"``?([^`]+)``?"), r"\1"),  # reStructuredText literals
+    (re.compile(r"\s*\(issue \d+\)"), ""),  # citations of the tracker
+    (re.compile(r",\s*issue \d+\)"), ")"),
+    (re.compile(r"\bNone\b"), "auto"),  # the spelling --set takes for it
+)
+
+
+def help_text(doc: str) -> str:
+    """A field's docstring as ``--help`` prints it: no markup, no issue numbers, and
+    ``auto`` for ``None``."""
+    for pattern, repl in _MARKUP:
+        doc = pattern.sub(repl, doc)
+    return doc
+
+
+def shown_default(value: Any, doc: str = "") -> str:
+    """A default as ``--help`` spells it: ``on``/``off`` for booleans, ``auto`` or ``none``
+    for None (``auto`` where the setting's help speaks of it), ``repr`` otherwise."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None:
+        return "auto" if "auto" in help_text(doc) else "none"
+    return repr(value)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """argparse's, with ``(default: X)`` never broken across lines (whatever ``COLUMNS``
+    says), so every option's default reads, and can be searched for, as one piece."""
+
+    _GLUE = "\x1f"  # not whitespace to argparse or textwrap
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        glued = re.sub(r"\(default: [^)]*\)", lambda m: m.group(0).replace(" ", self._GLUE), text)
+        return [line.replace(self._GLUE, " ") for line in super()._split_lines(glued, width)]
+
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The one-line docstrings under each dataclass field (for ``--help``)."""
+    """The one-line docstrings under each dataclass field (for ``--help``, through
+    :func:`help_text`)."""
     import inspect
 
     try:
@@ -52,7 +116,7 @@ def field_docs(cls: type) -> dict[str, str]:
             and isinstance(nxt.value, ast.Constant)
             and isinstance(nxt.value.value, str)
         ):
-            docs[node.target.id] = " ".join(nxt.value.value.split())
+            docs[node.target.id] = help_text(" ".join(nxt.value.value.split()))
     return docs
 
 
@@ -150,7 +214,8 @@ def check_fields(obj: Any, section: str) -> None:
 
     * every float is finite (no ``nan``, ``inf`` or ``-inf``);
     * every int, and every int in a tuple, is >= 0, or >= ``INT_MINIMUMS[section.field]``
-      for the few settings documented to take a negative value.
+      for the few settings documented to take a negative value, and at most
+      :data:`INT_MAX`, or ``INT_MAXIMUMS[section.field]`` where that is less.
 
     The dataclass's own ``__post_init__`` says what each field accepts beyond that.
 
@@ -164,9 +229,14 @@ def check_fields(obj: Any, section: str) -> None:
                 raise bad_setting(section, f.name, value, "a finite number")
             if isinstance(number, int):
                 low = INT_MINIMUMS.get(f"{section}.{f.name}", 0)
+                what = "whole numbers" if isinstance(value, tuple) else "an integer"
                 if number < low:
-                    what = "whole numbers" if isinstance(value, tuple) else "an integer"
                     raise bad_setting(section, f.name, value, f"{what} >= {low}")
+                least, high, why = INT_MAXIMUMS.get(f"{section}.{f.name}", (low, INT_MAX, None))
+                if number > high:
+                    raise bad_setting(
+                        section, f.name, value, f"{what} from {least} to {high:,}", why=why
+                    )
 
 
 def _in_section(section: str, message: str, names: list[str]) -> str:

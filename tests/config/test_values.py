@@ -66,8 +66,8 @@ def test_the_walk_sees_every_numeric_field():
             hint = hints[f.name]
             base = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
             assert _kind(hint) != "other" or base[0] in (bool, str), (section, f.name, hint)
-    # every section but env (frame counts and sizes only) has a float; train: checkpoint_minutes
-    assert {s for s, _, _ in FLOATS} == set(SECTION_CLASSES) - {"env"}
+    # every section has a float; train: checkpoint_minutes, env: step_timeout
+    assert {s for s, _, _ in FLOATS} == set(SECTION_CLASSES)
     assert {s for s, _, _ in INTS} == set(SECTION_CLASSES)
 
 
