@@ -12,7 +12,8 @@ its share), or, with ``--plain`` (or without Ray), K plain ``rlamd.train`` proce
 ``episodes.csv`` is polled; the aggregate speed is the env steps all runs added between
 the moment the last one passed 10% of its steps and the moment the first one finished
 (all K training at once, start-up left out). Prints each figure and its ratio to the
-run alone, and the wall time of each sweep.
+run alone measured just before it, and the wall time of each sweep; ``--rounds N`` repeats
+the whole and prints the median ratio (on a shared machine the load moves between runs).
 """
 
 from __future__ import annotations
