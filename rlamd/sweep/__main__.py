@@ -30,6 +30,29 @@ __all__ = ["build_parser", "main"]
 REFUSED = (ConfigError, SweepError, RunBusy, StorageError, ImportError)
 
 
+def _add_resources(p: argparse.ArgumentParser) -> None:
+    add = p.add_argument
+    add(
+        "--cpus-per-trial",
+        type=float,
+        default=1.0,
+        help="CPUs per trial; its thread "
+        "budget (train.threads) is this share, at least 1 (default: 1)",
+    )
+    add(
+        "--gpus-per-trial",
+        type=float,
+        default=0.0,
+        help="GPU share per trial: 0.25 puts four trials on a GPU (default: 0)",
+    )
+    add(
+        "--max-concurrent",
+        type=int,
+        default=None,
+        help="trials at once (default: as the resources allow)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m rlamd.sweep",
@@ -76,25 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="ASHA: env steps before a trial may be stopped (default: a sixteenth of --steps)",
     )
-    add(
-        "--cpus-per-trial",
-        type=float,
-        default=1.0,
-        help="CPUs per trial; its thread "
-        "budget (train.threads) is this share, at least 1 (default: 1)",
-    )
-    add(
-        "--gpus-per-trial",
-        type=float,
-        default=0.0,
-        help="GPU share per trial: 0.25 puts four trials on a GPU (default: 0)",
-    )
-    add(
-        "--max-concurrent",
-        type=int,
-        default=None,
-        help="trials at once (default: as the resources allow)",
-    )
+    _add_resources(p)
     add("--name", default=None, help="the sweep folder's name (default: ENV_ALGO_sweep_TIME)")
     add("--resume", metavar="DIR", help="continue the sweep in DIR with its saved settings")
     add("--report", metavar="DIR", help="write and print the results of the sweep in DIR")

@@ -67,6 +67,20 @@ def _result(status: int, path: Path, mode: str, seeds: int) -> SweepResult:
     )
 
 
+def _trial_args(env, algo, steps, settings, config, logdir) -> tuple[list[str], Base]:
+    """Each trial's ``rlamd.train`` arguments, and the same as a :class:`Base` to check."""
+    flags: dict[str, Any] = {"env": env, "algo": algo, "logdir": logdir}
+    argv = [env, "--algo", algo, "--logdir", logdir]
+    if steps is not None:
+        flags["steps"] = steps
+        argv += ["--steps", str(int(steps))]
+    sets = tuple(f"{k}={_text(v)}" for k, v in (settings or {}).items())
+    if config:
+        argv += ["--config", config]
+    argv += [x for s in sets for x in ("--set", s)]
+    return argv, Base({"train": flags}, config, sets)
+
+
 def sweep(
     env: str,
     algo: str = "ppo",
@@ -103,16 +117,7 @@ def sweep(
         rlamd.config.ConfigError: a refused setting, value or option (before any trial).
         rlamd.sweep.plan.SweepError: Ray is missing.
     """
-    flags: dict[str, Any] = {"env": env, "algo": algo, "logdir": logdir}
-    argv = [env, "--algo", algo, "--logdir", logdir]
-    if steps is not None:
-        flags["steps"] = steps
-        argv += ["--steps", str(int(steps))]
-    sets = tuple(f"{k}={_text(v)}" for k, v in (settings or {}).items())
-    if config:
-        argv += ["--config", config]
-    argv += [x for s in sets for x in ("--set", s)]
-    base = Base({"train": flags}, config, sets)
+    argv, base = _trial_args(env, algo, steps, settings, config, logdir)
     items = [f"{k}={','.join(_text(v) for v in vs)}" for k, vs in (grid or {}).items()]
     p = plan(
         argv,

@@ -12,13 +12,15 @@ its share), or, with ``--plain`` (or without Ray), K plain ``rlamd.train`` proce
 ``episodes.csv`` is polled; the aggregate speed is the env steps all runs added between
 the moment the last one passed 10% of its steps and the moment the first one finished
 (all K training at once, start-up left out). Prints each figure and its ratio to the
-run alone, and the wall time of each sweep.
+run alone measured just before it, and the wall time of each sweep; ``--rounds N`` repeats
+the whole and prints the median ratio (on a shared machine the load moves between runs).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.util
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -140,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", default="1,2,4", help="counts of trials at once")
     p.add_argument("--device", default="cpu")
     p.add_argument("--plain", action="store_true", help="plain processes, not Ray Tune")
+    p.add_argument("--rounds", type=int, default=1, help="rounds of alone-then-packed")
     p.add_argument("extra", nargs="*", help="more rlamd.train flags, after --")
     args = p.parse_args(argv)
     counts = [int(x) for x in args.trials.split(",")]
@@ -152,19 +155,31 @@ def main(argv: list[str] | None = None) -> int:
             "plain processes instead",
             flush=True,
         )
-    with tempfile.TemporaryDirectory(prefix="rlamd-sweep-bench-") as tmp:
-        root = Path(tmp)
-        alone, alone_wall = _plain(args, 1, root / "alone")
-        print(f"one run alone: {alone:,.0f} env steps/s ({alone_wall:.1f} s wall)", flush=True)
-        for k in counts:
-            how = _ray if use_ray else _plain
-            sps, wall = how(args, k, root / f"packed{k}")
-            kind = "Tune trials" if use_ray else "plain processes"
+    ratios: dict[int, list[float]] = {k: [] for k in counts}
+    for r in range(args.rounds):  # each round: the run alone, then every count, side by side
+        with tempfile.TemporaryDirectory(prefix="rlamd-sweep-bench-") as tmp:
+            root = Path(tmp)
+            alone, alone_wall = _plain(args, 1, root / "alone")
             print(
-                f"{k} {kind} at once: {sps:,.0f} env steps/s in all = {sps / alone:.2f}x "
-                f"the run alone; {k} x {args.steps:,} steps took {wall:.1f} s wall",
+                f"round {r + 1}: one run alone: {alone:,.0f} env steps/s ({alone_wall:.1f} s wall)",
                 flush=True,
             )
+            for k in counts:
+                sps, wall = (_ray if use_ray else _plain)(args, k, root / f"packed{k}")
+                kind = "Tune trials" if use_ray else "plain processes"
+                ratios[k].append(sps / alone)
+                print(
+                    f"round {r + 1}: {k} {kind} at once: {sps:,.0f} env steps/s in all = "
+                    f"{sps / alone:.2f}x the run alone; {k} x {args.steps:,} steps took "
+                    f"{wall:.1f} s wall",
+                    flush=True,
+                )
+    for k, values in ratios.items():
+        print(
+            f"{k} at once: median {statistics.median(values):.2f}x the run alone over "
+            f"{len(values)} round(s)",
+            flush=True,
+        )
     return 0
 
 

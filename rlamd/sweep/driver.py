@@ -35,7 +35,7 @@ from rlamd.threads import ray_cpus
 
 from .plan import SPEC, TUNE_DIR, Plan, SweepError, load_plan
 from .space import OWNED, Base, Distribution, configurations, parse_seeds
-from .trial import METRICS, run_trial, trial_name
+from .trial import METRICS, TrialFailed, run_trial, trial_name
 
 __all__ = ["SEARCHES", "Plan", "SweepError", "plan", "resume", "run"]
 
@@ -66,6 +66,24 @@ def _check_owned(base: Base) -> None:
         raise ConfigError("--run-name: each trial's folder is named by the sweep; accepted: --name")
 
 
+def _check_options(cfg, sampled: bool, search, scheduler, metric, mode) -> str:
+    """The search (chosen from what is given) once the options are checked."""
+    if cfg.ray.enabled:
+        raise ConfigError("--ray: each trial is one process on Ray Tune; accepted: no --ray")
+    search = _choose("--search", search or ("random" if sampled else "grid"), SEARCHES)
+    if search == "grid" and sampled:
+        raise ConfigError("--sample with --search grid; accepted: --search random or optuna")
+    _choose("--scheduler", scheduler, SCHEDULERS)
+    _choose("--metric", metric, METRICS)
+    _choose("--mode", mode, ("max", "min"))
+    if search == "optuna" and importlib.util.find_spec("optuna") is None:
+        raise ConfigError(
+            f"--search optuna needs the optuna package; {INSTALL} and "
+            "`pip install optuna` (or pip install 'rlamd[tune]')"
+        )
+    return search
+
+
 def plan(
     argv: list[str],
     base: Base,
@@ -85,22 +103,14 @@ def plan(
     name: str | None = None,
     sample_seed: int = 0,
 ) -> Plan:
-    """Check a sweep and say what it runs; nothing is written and Ray is not needed.
+    """Check a sweep and say what it runs (nothing written, no Ray needed).
 
-    Raises:
-        ConfigError: a bad setting, grid or sample value, metric, search or resource.
+    Raises: ConfigError: a bad setting, grid or sample value, option or resource.
     """
     grid, sample = grid or {}, sample or {}
     _check_owned(base)
     cfg = base.resolve()
-    if cfg.ray.enabled:
-        raise ConfigError("--ray: each trial is one process on Ray Tune; accepted: no --ray")
-    search = _choose("--search", search or ("random" if sample else "grid"), SEARCHES)
-    if search == "grid" and sample:
-        raise ConfigError("--sample with --search grid; accepted: --search random or optuna")
-    _choose("--scheduler", scheduler, SCHEDULERS)
-    _choose("--metric", metric, METRICS)
-    _choose("--mode", mode, ("max", "min"))
+    search = _check_options(cfg, bool(sample), search, scheduler, metric, mode)
     for flag, value, low in (
         ("--cpus-per-trial", cpus_per_trial, 0.01),
         ("--gpus-per-trial", gpus_per_trial, 0.0),
@@ -108,22 +118,15 @@ def plan(
         if not (value >= low and value == value):
             raise ConfigError(f"{flag} {value!r}; accepted: a number >= {low}")
     seed_list = parse_seeds(seeds, cfg.train.seed)
-    if search == "optuna":
-        configs: list = []
-        if importlib.util.find_spec("optuna") is None:
-            raise ConfigError(
-                f"--search optuna needs the optuna package; {INSTALL} and "
-                "`pip install optuna` (or pip install 'rlamd[tune]')"
-            )
-        configurations(base, grid, sample, 1, sample_seed)  # checks every value
-    else:
-        configs = [asdict(c) for c in configurations(base, grid, sample, samples, sample_seed)]
+    # Optuna draws its own values: one configuration here checks every value given
+    drawn = configurations(base, grid, sample, 1 if search == "optuna" else samples, sample_seed)
+    configs = [] if search == "optuna" else [asdict(c) for c in drawn]
     steps = cfg.train.steps
     grace = grace_steps if grace_steps is not None else max(1, steps // 16)
     if scheduler == "asha" and not 0 < grace < steps:
         raise ConfigError(f"--grace-steps {grace}; accepted: 1 to {steps - 1} (below --steps)")
     slug = parse_env_id(cfg.train.env, cfg.train.env_module).slug
-    job = {
+    job = {  # what each trial reads (rlamd.sweep.trial)
         "argv": list(argv),
         "seeds": seed_list,
         "configurations": configs,
@@ -132,23 +135,15 @@ def plan(
         "cwd": str(Path.cwd()),
         "python": sys.executable,
     }
+    stamp = time.strftime("%Y%m%d-%H%M%S")
     return Plan(
-        job=job,
-        search=search,
-        samples=samples,
+        job=job, search=search, samples=samples, grid=dict(grid),
         sample={k: [d.kind, *d.args] for k, d in sample.items()},
-        grid=dict(grid),
-        scheduler=scheduler,
-        metric=metric,
-        mode=mode,
-        grace_steps=grace,
-        steps=steps,
-        cpus_per_trial=cpus_per_trial,
-        gpus_per_trial=gpus_per_trial,
-        max_concurrent=max_concurrent,
-        logdir=cfg.train.logdir,
-        name=name or f"{slug}_{cfg.train.algo}_sweep_{time.strftime('%Y%m%d-%H%M%S')}",
-    )
+        scheduler=scheduler, metric=metric, mode=mode, grace_steps=grace, steps=steps,
+        cpus_per_trial=cpus_per_trial, gpus_per_trial=gpus_per_trial,
+        max_concurrent=max_concurrent, logdir=cfg.train.logdir,
+        name=name or f"{slug}_{cfg.train.algo}_sweep_{stamp}",
+    )  # fmt: skip
 
 
 def _ray():
@@ -259,8 +254,13 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
         results = _tuner(tune, plan_, sweep_dir, verbose).fit()
         failed = [r for r in results if r.error is not None]
         for r in failed:
-            print(f"rlamd: trial failed: {r.error}", file=sys.stderr, flush=True)
-        status = 1 if failed else 0
+            text = str(r.error)
+            mark = text.rfind(f"{TrialFailed.__name__}: ")
+            text = text[mark + len(TrialFailed.__name__) + 2 :] if mark >= 0 else text
+            print(f"rlamd: trial failed: {text}", file=sys.stderr, flush=True)
+        # an interrupted experiment returns with trials neither terminated nor errored
+        ended = results.num_terminated + results.num_errors
+        status = 130 if ended < len(results) else (1 if failed else 0)
     except KeyboardInterrupt:
         status = 130
     finally:
@@ -269,13 +269,13 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     from .report import write_report
 
     done = write_report(sweep_dir, out=sys.stdout)
-    if status == 130 or done < plan_.trials:
+    if status:
+        what = "interrupted" if status == 130 else "some trials failed (above)"
         print(
-            f"rlamd: {done} of {plan_.trials} trials finished; continue with: "
-            f"python -m rlamd.sweep --resume {sweep_dir}",
+            f"rlamd: {what}; {done} of {plan_.trials} trials finished. Continue (the failed "
+            f"and unfinished ones) with: python -m rlamd.sweep --resume {sweep_dir}",
             flush=True,
         )
-        status = status or 130
     return status
 
 

@@ -5,18 +5,19 @@ run folder, ``SWEEP/TRIAL/``, with the sweep's flags plus its configuration, see
 thread share. The run folder is an ordinary one (``config.toml``, ``checkpoint.pt``,
 ``episodes.csv``, ``evals.csv``, TensorBoard events): ``rlamd.train --resume``,
 ``rlamd.evaluate`` and TensorBoard read it as any other. Beside rlamd's files the trial
-keeps ``trial.json`` (its configuration, seed, status, env steps, training wall time,
-final evaluation or last output lines) and ``progress.csv`` (what it reported, with the
-wall clock); the run's output goes to ``SWEEP/logs/TRIAL.log``.
+keeps ``trial.json`` (its configuration, seed, status, env steps, wall time of training
+and final evaluation, the final evaluation or the last output lines) and ``progress.csv``
+(what it reported, with the wall clock); the run's output goes to ``SWEEP/logs/TRIAL.log``.
 
 While the run trains, the trial reads its CSVs every :data:`POLL_S` seconds and reports
 ``env_steps``, ``score`` (the mean of the last 100 training episodes) and
 ``eval_score`` (the last evaluation) to Tune, with a small Tune checkpoint that points at
 the run whenever rlamd wrote a new ``checkpoint.pt``. A trial that starts where a
 checkpoint lies (a resumed sweep) continues it with ``--resume``. At the end it
-evaluates the final policy (``rlamd.evaluate``, ``train.eval_episodes`` episodes) and
-reports that as ``eval_score`` (the same child runs it after training: one torch import). A run that fails raises :class:`TrialFailed` with its
-last lines; Tune marks that trial errored and goes on with the others.
+evaluates the final policy (``rlamd.evaluate``, ``train.eval_episodes`` episodes; the
+same child runs it after training, so torch is imported once) and reports that as
+``eval_score``. A run that fails raises :class:`TrialFailed` with its last lines; Tune
+marks that trial errored and goes on with the others.
 """
 
 from __future__ import annotations
@@ -204,11 +205,14 @@ def _append_progress(run_dir: Path, m: dict[str, float]) -> None:
         f.write(f"{m['env_steps']},{m['wall_s']:.3f},{m['score']:.4f},{m['eval_score']:.4f}\n")
 
 
-def _pointer(checkpoint_cls, run_dir: Path, step: int):
-    """A Tune checkpoint that names the run (rlamd's own checkpoint stays in the run)."""
-    folder = Path(tempfile.mkdtemp(prefix="rlamd-trial-"))
-    (folder / "run.json").write_text(json.dumps({"run": run_dir.name, "step": step}))
-    return checkpoint_cls.from_directory(str(folder))
+def _report_with_pointer(report, checkpoint_cls, run_dir: Path, m: dict[str, float]) -> None:
+    """Report ``m`` with a Tune checkpoint that names the run (rlamd's own checkpoint stays
+    in the run folder; Tune copies this folder of a few bytes into its storage)."""
+    with tempfile.TemporaryDirectory(prefix="rlamd-trial-") as folder:
+        (Path(folder) / "run.json").write_text(
+            json.dumps({"run": run_dir.name, "step": m["env_steps"]})
+        )
+        report(m, checkpoint=checkpoint_cls.from_directory(folder))
 
 
 def _command(config: dict[str, Any], run_dir: Path) -> list[str]:
@@ -297,7 +301,7 @@ def _watch(proc, watch, record, run_dir, tune_calls) -> None:
         record.update(status="running", env_steps=m["env_steps"], wall_s=round(m["wall_s"], 3))
         _save(run_dir, record)
         if watch.new_checkpoint():
-            report(m, checkpoint=_pointer(checkpoint_cls, run_dir, m["env_steps"]))
+            _report_with_pointer(report, checkpoint_cls, run_dir, m)
         else:
             report(m)
 
