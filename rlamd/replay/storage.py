@@ -85,9 +85,14 @@ class TransitionStorage:
         obs_dtype: observation dtype (``torch.uint8`` for Atari).
         frame_stack: ``k`` > 1 stores only the newest of ``k`` stacked frames
             (``obs_shape[0] == k``); 1 stores whole observations.
-        num_actions: for the action dtype (uint8 up to 256 actions, else int32).
+        num_actions: discrete actions: for their dtype (uint8 up to 256, else int32).
         n_step, gamma: n-step return settings.
         device: where the tensors live.
+        action_shape: one action's shape: ``()`` for a discrete action (the default),
+            ``(d,)`` for a ``Box`` of ``d`` floats, or any other shape.
+        action_dtype: the stored action dtype (default: from ``num_actions`` when
+            ``action_shape`` is ``()``, else float32). A sampled batch holds discrete
+            actions as int64 and continuous ones in this dtype.
     """
 
     def __init__(
@@ -102,6 +107,8 @@ class TransitionStorage:
         n_step: int = 1,
         gamma: float = 0.99,
         device: torch.device | str = "cpu",
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype | None = None,
     ) -> None:
         if capacity <= 0:
             raise ValueError(f"capacity={capacity}; accepted: an integer > 0")
@@ -130,11 +137,16 @@ class TransitionStorage:
         self.obs_shape, self.obs_dtype = tuple(obs_shape), obs_dtype
         self.frame_stack, self.n_step, self.gamma = frame_stack, n_step, gamma
         self.num_actions = num_actions
-        frame_shape, action_dtype = self._layout(self.obs_shape, frame_stack, num_actions)
+        self.action_shape = tuple(action_shape)
+        frame_shape, action_dtype = self._layout(
+            self.obs_shape, frame_stack, num_actions, self.action_shape, action_dtype
+        )
+        self.action_dtype = action_dtype
         self._np_obs_dtype = torch.empty(0, dtype=obs_dtype).numpy().dtype
+        self._np_action_dtype = torch.empty(0, dtype=action_dtype).numpy().dtype
         dev = self.device
         self.frames = _zeros((self.capacity, *frame_shape), obs_dtype, dev)
-        self.actions = _zeros((self.capacity,), action_dtype, dev)
+        self.actions = _zeros((self.capacity, *self.action_shape), action_dtype, dev)
         self.rewards = _zeros((self.capacity,), torch.float32, dev)
         self.flags = _zeros((self.capacity,), torch.uint8, dev)
         self._gamma_pow = gamma_powers(gamma, n_step, dev)
@@ -156,20 +168,36 @@ class TransitionStorage:
     # ------------------------------------------------------------------ writing
     @staticmethod
     def _layout(
-        obs_shape: tuple[int, ...], frame_stack: int, num_actions: int
+        obs_shape: tuple[int, ...],
+        frame_stack: int,
+        num_actions: int,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype | None = None,
     ) -> tuple[tuple[int, ...], torch.dtype]:
         """Shape of one stored frame and the action dtype."""
         frame_shape = tuple(obs_shape[1:]) if frame_stack > 1 else tuple(obs_shape)
-        return frame_shape, torch.uint8 if num_actions <= 256 else torch.int32
+        if action_dtype is None:
+            discrete = torch.uint8 if num_actions <= 256 else torch.int32
+            action_dtype = discrete if tuple(action_shape) == () else torch.float32
+        return frame_shape, action_dtype
 
     @classmethod
     def record_bytes(
-        cls, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, frame_stack: int, num_actions: int
+        cls,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
+        frame_stack: int,
+        num_actions: int,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype | None = None,
     ) -> int:
         """Bytes of one record (frame, action, float32 reward, uint8 flags) for this layout."""
-        frame_shape, action_dtype = cls._layout(obs_shape, frame_stack, num_actions)
+        frame_shape, action_dtype = cls._layout(
+            obs_shape, frame_stack, num_actions, action_shape, action_dtype
+        )
         frame = math.prod(frame_shape) * torch.empty(0, dtype=obs_dtype).element_size()
-        return frame + torch.empty(0, dtype=action_dtype).element_size() + 4 + 1
+        action = math.prod(action_shape) * torch.empty(0, dtype=action_dtype).element_size()
+        return frame + action + 4 + 1
 
     def bytes_per_record(self) -> int:
         tensors = (self.frames, self.actions, self.rewards, self.flags)
@@ -194,7 +222,11 @@ class TransitionStorage:
         self.frames.index_copy_(0, index, torch.as_tensor(frames).to(dev, self.obs_dtype))
         self.flags.index_copy_(0, index, torch.from_numpy(flags.astype(np.uint8)).to(dev))
         if actions is not None:
-            acts = torch.from_numpy(np.asarray(actions).astype(np.int64)).to(dev)
+            if self.actions.is_floating_point():
+                acts = torch.from_numpy(np.asarray(actions, dtype=self._np_action_dtype))
+            else:
+                acts = torch.from_numpy(np.asarray(actions).astype(np.int64))
+            acts = acts.reshape(-1, *self.action_shape).to(dev)
             self.actions.index_copy_(0, index, acts.to(self.actions.dtype))
         if rewards is not None:
             rew = torch.from_numpy(np.asarray(rewards, dtype=np.float32)).to(dev)
@@ -228,7 +260,8 @@ class TransitionStorage:
 
         Args:
             obs: observations the actions were taken in, ``(S, *obs_shape)``.
-            actions, rewards: ``(S,)``.
+            actions: ``(S, *action_shape)`` (``(S,)`` for discrete actions).
+            rewards: ``(S,)``.
             terminated: ``(S,)`` bool, no bootstrapping past this step.
             done: ``(S,)`` bool, the episode ended and the env was reset.
             final_obs: ``(S, *obs_shape)``, the last observations of ended episodes (rows
@@ -298,8 +331,10 @@ class TransitionStorage:
             )
         if obs.dtype != self._np_obs_dtype:
             raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
+        want = (S, *self.action_shape)
+        if np.shape(actions) != want:
+            raise ValueError(f"actions has shape {np.shape(actions)}; expected {want}")
         for name, arr in (
-            ("actions", actions),
             ("rewards", rewards),
             ("terminated", terminated),
             ("done", done),
@@ -361,6 +396,11 @@ class TransitionStorage:
         return np.concatenate(activated)
 
     # ------------------------------------------------------------------ reading
+    def read_actions(self, index: torch.Tensor) -> torch.Tensor:
+        """Actions of flat records ``index``: int64 when discrete, else the stored dtype."""
+        acts = self.actions[index]
+        return acts if acts.is_floating_point() else acts.long()
+
     def stacks(self, index: torch.Tensor) -> torch.Tensor:
         """Observations ending at flat records ``index``: ``(B, *obs_shape)``, on the device."""
         if self.frame_stack == 1:
@@ -395,6 +435,7 @@ class TransitionStorage:
             "capacity": self.capacity,
             "num_streams": self.num_streams,
             "obs_shape": list(self.obs_shape),
+            "action_shape": list(self.action_shape),
             "frame_stack": self.frame_stack,
             "n_step": self.n_step,
             "gamma": self.gamma,
@@ -432,6 +473,12 @@ class TransitionStorage:
             raise ValueError(
                 f"replay state has obs_shape={tuple(state['obs_shape'])}, "
                 f"this buffer has {self.obs_shape}"
+            )
+        saved_actions = tuple(state.get("action_shape", ()))
+        if saved_actions != self.action_shape:
+            raise ValueError(
+                f"replay state has action_shape={saved_actions}, "
+                f"this buffer has {self.action_shape}"
             )
         contents = state["contents"]
         for name in ("frames", "actions", "rewards", "flags"):
