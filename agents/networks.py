@@ -333,19 +333,22 @@ class GaussianActor(nn.Module):
     def sample(
         self, obs: torch.Tensor, noise: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """A reparameterised action for standard-normal ``noise`` and its log-density:
+        """A reparameterised action for standard-normal ``noise`` and the log-density of
+        its squashed value ``tanh(u)`` in ``[-1, 1]^d``:
 
         .. math:: \\log \\pi(a|s) = \\log N(u; \\mu, \\sigma)
-                  - \\sum_j \\log\\big(s_j (1 - \\tanh^2 u_j)\\big)
+                  - \\sum_j \\log\\big(1 - \\tanh^2 u_j\\big)
 
         with ``log(1 - tanh^2 u) = 2 (log 2 - u - softplus(-2u))``, stable for large
-        ``|u|``, and ``s`` the box's half-widths.
+        ``|u|``. The density is that of the unit box (as SB3 takes it), so a target entropy
+        of ``-dim(A)`` means the same for any action bounds; the box's half-widths would
+        only shift it by a constant.
         """
         mean, log_std = self(obs)
         u = mean + log_std.exp() * noise
         log_n = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
         log_det = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
-        logp = (log_n - log_det - self.bounds.scale.log()).sum(-1)
+        logp = (log_n - log_det).sum(-1)
         return self.bounds(torch.tanh(u)), logp
 
     def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
