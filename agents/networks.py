@@ -7,6 +7,7 @@ rule 3), so the replay and rollout buffers never hold float frames.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -243,7 +244,7 @@ class EnsembleMLP(nn.Module):
         sizes = [in_features, *hidden, out_features]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        for fan_in, fan_out in itertools.pairwise(sizes):
             bound = 1.0 / math.sqrt(fan_in)
             w = torch.empty(members, fan_in, fan_out).uniform_(-bound, bound)
             b = torch.empty(members, 1, fan_out).uniform_(-bound, bound)
@@ -286,7 +287,10 @@ class _Bounds(nn.Module):
 
     def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
         super().__init__()
-        low, high = torch.as_tensor(low, dtype=torch.float32), torch.as_tensor(high, dtype=torch.float32)
+        low, high = (
+            torch.as_tensor(low, dtype=torch.float32),
+            torch.as_tensor(high, dtype=torch.float32),
+        )
         self.register_buffer("scale", (high - low) / 2)
         self.register_buffer("bias", (high + low) / 2)
 
@@ -330,9 +334,7 @@ class GaussianActor(nn.Module):
         log_std = fp32_head(self.log_std, h).clamp(self.log_std_min, self.log_std_max)
         return fp32_head(self.mean, h), log_std
 
-    def sample(
-        self, obs: torch.Tensor, noise: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised action for standard-normal ``noise`` and the log-density of
         its squashed value ``tanh(u)`` in ``[-1, 1]^d``:
 

@@ -58,9 +58,7 @@ class SACConfig(OffPolicySettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.policy_frequency < 1:
-            raise ValueError(
-                f"policy_frequency={self.policy_frequency}; accepted: an integer >= 1"
-            )
+            raise ValueError(f"policy_frequency={self.policy_frequency}; accepted: an integer >= 1")
         for name in ("lr", "ent_coef_init"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
@@ -121,13 +119,24 @@ class SAC:
         high = torch.ones(action_size) if high is None else torch.as_tensor(high).float()
         obs_size = flat_size(obs_shape)
         self.actor = GaussianActor(
-            obs_size, action_size, cfg.hidden, low, high,
-            log_std_min=cfg.log_std_min, log_std_max=cfg.log_std_max,
+            obs_size,
+            action_size,
+            cfg.hidden,
+            low,
+            high,
+            log_std_min=cfg.log_std_min,
+            log_std_max=cfg.log_std_max,
         ).to(device)
         self.policy_net = self.actor
         """The acting network."""
         self.critic = TwinCritic(
-            obs_size, action_size, cfg.hidden, cfg.lr, cfg.adam_eps, device, precision,
+            obs_size,
+            action_size,
+            cfg.hidden,
+            cfg.lr,
+            cfg.adam_eps,
+            device,
+            precision,
             capturable=capturable,
         )
         self.actor_params = list(self.actor.parameters())
@@ -135,8 +144,22 @@ class SAC:
         self.actor_optimizer = make_optimizer(
             self.actor_params, cfg.lr, cfg.adam_eps, device, capturable=capturable
         )
+        self._temperature(cfg, action_size, capturable)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.learn_generator = torch.Generator(device=device)
+        self.learn_generator.manual_seed(seed + 1)
+        self.updates = 0
+        self.sync = None
+        """Gradient all-reduce (unused: SAC runs in one process)."""
+        # [critic loss, mean Q, |TD|, actor loss, alpha, entropy, critic steps, actor steps]
+        self._stats = torch.zeros(8, device=device)
+
+    def _temperature(self, cfg: SACConfig, action_size: int, capturable: bool) -> None:
+        """``log alpha``, learned (with its optimizer) unless ``ent_coef`` fixes it."""
         learned = cfg.ent_coef is None
         start = cfg.ent_coef_init if learned else max(cfg.ent_coef, 1e-30)
+        device = self.device
         self.log_alpha = torch.tensor(float(start), device=device).log().requires_grad_(learned)
         self.alpha_precision = Precision("fp32", device, max_grad_norm=None, grad_clamp=None)
         self.alpha_optimizer = (
@@ -147,15 +170,6 @@ class SAC:
         self.target_entropy = (
             -float(action_size) if cfg.target_entropy is None else cfg.target_entropy
         )
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed)
-        self.learn_generator = torch.Generator(device=device)
-        self.learn_generator.manual_seed(seed + 1)
-        self.updates = 0
-        self.sync = None
-        """Gradient all-reduce (unused: SAC runs in one process)."""
-        # [critic loss, mean Q, |TD|, actor loss, alpha, entropy, critic steps, actor steps]
-        self._stats = torch.zeros(8, device=device)
 
     # ------------------------------------------------------------------ acting
     def _noise(self, shape: torch.Size, generator: torch.Generator) -> torch.Tensor:
@@ -169,7 +183,7 @@ class SAC:
         with self.precision.autocast():
             action, _ = self.actor.sample(obs, self._noise((n, d), self.generator))
         b = self.actor.bounds
-        uniform = (torch.rand((n, d), generator=self.generator, device=self.device) * 2 - 1)
+        uniform = torch.rand((n, d), generator=self.generator, device=self.device) * 2 - 1
         explore = torch.rand((n, 1), generator=self.generator, device=self.device) < random_share
         return torch.where(explore, b(uniform), action.float())
 

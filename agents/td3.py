@@ -54,9 +54,7 @@ class TD3Config(OffPolicySettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.policy_frequency < 1:
-            raise ValueError(
-                f"policy_frequency={self.policy_frequency}; accepted: an integer >= 1"
-            )
+            raise ValueError(f"policy_frequency={self.policy_frequency}; accepted: an integer >= 1")
         if not self.lr > 0:
             raise ValueError(f"lr={self.lr}; accepted: a number > 0")
         for name in ("exploration_noise", "policy_noise", "noise_clip"):
@@ -103,7 +101,13 @@ class TD3:
         self.policy_net = self.actor
         """The acting network."""
         self.critic = TwinCritic(
-            obs_size, action_size, cfg.hidden, cfg.lr, cfg.adam_eps, device, precision,
+            obs_size,
+            action_size,
+            cfg.hidden,
+            cfg.lr,
+            cfg.adam_eps,
+            device,
+            precision,
             capturable=capturable,
         )
         self.actor_params = list(self.actor.parameters())

@@ -5,6 +5,7 @@
 #   bash scripts/setup.sh --dev      + pytest, ruff (for the test suite)
 #   bash scripts/setup.sh --bench    + Stable-Baselines3, matplotlib (peer benchmarks)
 #   bash scripts/setup.sh --ray      + ray[default,rllib] (cluster training)
+#   bash scripts/setup.sh --mujoco   + gymnasium[mujoco], mujoco 3.3.7 (HalfCheetah-v5, ...)
 #   bash scripts/setup.sh --dry-run  print the flavour, torch and index it would install;
 #                                    install nothing (no .venv is made either)
 #
@@ -31,9 +32,10 @@ for arg in "$@"; do
     --dev) extras+=(dev) ;;
     --bench) extras+=(bench) ;;
     --ray) extras+=(ray) ;;
+    --mujoco) extras+=(mujoco) ;;
     --dry-run) dry_run=1 ;;
     -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --dry-run)" >&2; exit 2 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --mujoco --dry-run)" >&2; exit 2 ;;
   esac
 done
 

@@ -46,12 +46,18 @@ def _box_actions(cfg: Any) -> None:
     if probe is None or not probe.actions.continuous:
         space = "discrete actions" if probe is None else f"actions {probe.action_space}"
         raise bad_setting(
-            "train", "algo", name, "dqn or ppo for such envs",
+            "train",
+            "algo",
+            name,
+            "dqn or ppo for such envs",
             why=f"{cfg.train.env} has {space}; {name} needs Box (continuous) actions",
         )
     if probe.image:
         raise bad_setting(
-            "train", "algo", name, "ppo for image observations",
+            "train",
+            "algo",
+            name,
+            "ppo for image observations",
             why=f"{name} takes vector observations and {cfg.train.env} has images",
         )
 
@@ -60,7 +66,10 @@ def _one_process(cfg: Any) -> None:
     """No Ray: SAC and TD3 train in one process."""
     if cfg.ray.enabled:
         raise bad_setting(
-            "ray", "enabled", True, f"false for {cfg.train.algo} (--ray trains {RAY_ALGORITHMS})",
+            "ray",
+            "enabled",
+            True,
+            f"false for {cfg.train.algo} (--ray trains {RAY_ALGORITHMS})",
             why=f"{cfg.train.algo} runs in one process; its Ray split is not written",
         )
 
@@ -75,13 +84,19 @@ def _replay_holds_a_batch(cfg: Any) -> None:
     minimum = min_records_per_stream(s.n_step, 1)
     if per_env < minimum:
         raise bad_setting(
-            name, "buffer_size", s.buffer_size, f"an integer >= {envs * minimum}",
+            name,
+            "buffer_size",
+            s.buffer_size,
+            f"an integer >= {envs * minimum}",
             why=f"{where_envs(cfg)} need {name}.n_step + 3 = {minimum} records each",
         )
     most = envs * (per_env - unsampleable_per_stream(s.n_step, 1))
     if s.batch_size > most:
         raise bad_setting(
-            name, "batch_size", s.batch_size, f"an integer from 1 to {most:,}",
+            name,
+            "batch_size",
+            s.batch_size,
+            f"an integer from 1 to {most:,}",
             why=f"{name}.buffer_size {s.buffer_size:,} over {where_envs(cfg)} holds at most "
             f"{most:,} sampleable transitions",
         )
@@ -154,7 +169,10 @@ class ContinuousQAlgorithm:
         return self._capture(agent, cfg.train.graph, log)
 
     def policy(
-        self, agent: Any, cfg: RunConfig, epsilon: float | None = None,
+        self,
+        agent: Any,
+        cfg: RunConfig,
+        epsilon: float | None = None,
         deterministic: bool | None = None,
     ) -> Policy:
         """The mean action (evaluations, and ``deterministic``); ``deterministic=False``
@@ -170,7 +188,11 @@ class ContinuousQAlgorithm:
     ) -> OffPolicyLoop:
         settings = getattr(cfg, self.name)
         replay = build_replay(
-            settings, collector.env, agent.device, cfg.train.seed, log,
+            settings,
+            collector.env,
+            agent.device,
+            cfg.train.seed,
+            log,
             setting=f"{self.name}.buffer_size",
         )
         return OffPolicyLoop(collector, replay, agent, settings, cfg.train.steps, start_step)

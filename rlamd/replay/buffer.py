@@ -174,6 +174,8 @@ class ReplayBuffer(Buffer):
         backend: segment-tree backend (``auto``: numba on the CPU, triton on GPUs; see
             :func:`~rlamd.replay.segment_tree.resolve_backend`).
         action_shape, action_dtype: continuous actions (:class:`TransitionStorage`).
+
+    (Keywords but ``seed`` and ``backend`` go to :class:`TransitionStorage` as they are.)
     """
 
     def __init__(
@@ -183,32 +185,17 @@ class ReplayBuffer(Buffer):
         obs_shape: tuple[int, ...],
         obs_dtype: torch.dtype = torch.float32,
         *,
-        frame_stack: int = 1,
-        num_actions: int = 256,
-        n_step: int = 1,
-        gamma: float = 0.99,
-        device: torch.device | str = "cpu",
         seed: int = 0,
         backend: str = "auto",
-        action_shape: tuple[int, ...] = (),
-        action_dtype: torch.dtype | None = None,
-        **sampler_options,
+        **options,
     ) -> None:
-        storage = TransitionStorage(
-            capacity,
-            num_envs,
-            obs_shape,
-            obs_dtype,
-            frame_stack=frame_stack,
-            num_actions=num_actions,
-            n_step=n_step,
-            gamma=gamma,
-            device=device,
-            action_shape=action_shape,
-            action_dtype=action_dtype,
-        )
-        sampler = self._sampler(storage.capacity, storage.device, backend, **sampler_options)
+        chosen = {k: options.pop(k) for k in self.SAMPLER_OPTIONS if k in options}
+        storage = TransitionStorage(capacity, num_envs, obs_shape, obs_dtype, **options)
+        sampler = self._sampler(storage.capacity, storage.device, backend, **chosen)
         super().__init__(storage, sampler, seed=seed)
+
+    SAMPLER_OPTIONS: tuple[str, ...] = ()
+    """Keywords that go to the sampler (the rest go to the storage)."""
 
     @staticmethod
     def _sampler(capacity: int, device: torch.device, backend: str) -> Sampler:
@@ -224,6 +211,8 @@ class PrioritizedReplayBuffer(ReplayBuffer):
     anneals it).
     """
 
+    SAMPLER_OPTIONS = ("alpha", "epsilon", "validate")
+
     @staticmethod
     def _sampler(  # type: ignore[override]
         capacity: int,
@@ -234,7 +223,11 @@ class PrioritizedReplayBuffer(ReplayBuffer):
         validate: bool | None = None,
     ) -> Sampler:
         return PrioritizedSampler(
-            capacity, alpha=alpha, epsilon=epsilon, device=device, backend=backend,
+            capacity,
+            alpha=alpha,
+            epsilon=epsilon,
+            device=device,
+            backend=backend,
             validate=validate,
         )
 
