@@ -15,16 +15,12 @@ from rlamd.envs import make_env
 from .base import Algorithm
 from .dqn import DQN_ALGORITHM
 from .ppo import PPO_ALGORITHM
-from .sac import SAC_ALGORITHM
-from .td3 import TD3_ALGORITHM
 
 __all__ = ["ALGORITHMS", "Algorithm", "build_agent", "get_algorithm"]
 
 ALGORITHMS: dict[str, Algorithm] = {
     "dqn": DQN_ALGORITHM,
     "ppo": PPO_ALGORITHM,
-    "sac": SAC_ALGORITHM,
-    "td3": TD3_ALGORITHM,
 }
 
 

@@ -19,8 +19,6 @@ from typing import Any
 
 from rlamd.agents.dqn import DQNConfig
 from rlamd.agents.ppo import PPOConfig
-from rlamd.agents.sac import SACConfig
-from rlamd.agents.td3 import TD3Config
 from rlamd.device import parse_device_spec
 from rlamd.envs import AtariConfig, EnvConfig, env_family, parse_env_id
 from rlamd.graphs import GRAPH_MODES
@@ -218,8 +216,6 @@ SECTION_TYPES: dict[str, type] = {
     "train": TrainConfig,
     "dqn": DQNConfig,
     "ppo": PPOConfig,
-    "sac": SACConfig,
-    "td3": TD3Config,
     "atari": AtariConfig,
     "env": EnvConfig,
     "ray": RayConfig,
@@ -233,8 +229,6 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     dqn: DQNConfig = field(default_factory=DQNConfig)
     ppo: PPOConfig = field(default_factory=PPOConfig)
-    sac: SACConfig = field(default_factory=SACConfig)
-    td3: TD3Config = field(default_factory=TD3Config)
     atari: AtariConfig = field(default_factory=AtariConfig)
     env: EnvConfig = field(default_factory=EnvConfig)
     ray: RayConfig = field(default_factory=RayConfig)
