@@ -93,6 +93,16 @@ class DQNConfig:
     """Clamp every gradient entry to [-c, c] after clipping (guards fp16 outliers)."""
     hidden: tuple[int, ...] = (128, 128)
     """MLP sizes for vector observations (pixels use the Nature CNN)."""
+    chunk_steps: int = 32
+    """Ray (Ape-X): vector steps per chunk a rollout actor ships (chunk_steps x envs_per_worker transitions)."""
+    ship_frames: bool = True
+    """Ray (Ape-X): chunks carry each env's newest frame per step and learners rebuild the stacks (false: whole stacks, about 4x the bytes on Atari)."""
+    weights_every: int = 100
+    """Ray (Ape-X): learner updates between weight broadcasts to rollout workers (Ape-X: every 400 frames)."""
+    apex_epsilon: float = 0.4
+    """Ray (Ape-X): base of the epsilon spread, eps_i = base^(1 + alpha i/(N-1)) over all N envs (Horgan et al. 2018)."""
+    apex_alpha: float = 7.0
+    """Ray (Ape-X): exponent range of the epsilon spread."""
 
     def __post_init__(self) -> None:
         if self.buffer_size is not None and self.buffer_size < 1:
@@ -102,6 +112,8 @@ class DQNConfig:
             "n_step",
             "train_frequency",
             "target_update_interval",
+            "chunk_steps",
+            "weights_every",
         )
         for name in positive:
             if getattr(self, name) < 1:
@@ -121,9 +133,13 @@ class DQNConfig:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number in [0, 1]")
         if self.tau == 0.0:
             raise ValueError("tau=0.0 would never update the target; accepted: (0, 1]")
-        for name in ("lr", "adam_eps", "priority_eps"):
+        for name in ("lr", "priority_eps"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
+        if not 0.0 < self.apex_epsilon <= 1.0:
+            raise ValueError(f"apex_epsilon={self.apex_epsilon}; accepted: a number in (0, 1]")
+        if self.apex_alpha < 0:
+            raise ValueError(f"apex_alpha={self.apex_alpha}; accepted: a number >= 0")
         if self.learning_starts < 0:
             raise ValueError(f"learning_starts={self.learning_starts}; accepted: an integer >= 0")
 

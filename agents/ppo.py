@@ -94,6 +94,9 @@ class PPOConfig:
         for name in ("lr", "clip_coef", "norm_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
+        for name in ("vf_coef", "ent_coef"):  # a negative weight learns the reverse
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name}={getattr(self, name)}; accepted: a number >= 0")
         if self.target_kl is not None and self.target_kl <= 0:
             raise ValueError(f"target_kl={self.target_kl}; accepted: a number > 0 or none")
 

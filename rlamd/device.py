@@ -34,12 +34,14 @@ __all__ = [
     "KernelCoverageError",
     "RayVisibilityProblem",
     "TorchQueries",
+    "amd_machine",
     "apply_default_alloc_conf",
     "describe_device",
     "parse_device_spec",
     "ray_learner_device",
     "ray_visibility_problem",
     "resolve_device",
+    "rocm_build",
     "visible_devices",
 ]
 
@@ -125,6 +127,16 @@ class TorchQueries:
         return bool(re.search(r"\b(avx512_bf16|amx_bf16)\b", flags))
 
 
+def rocm_build(api: TorchQueries | None = None) -> bool:
+    """Whether this torch is a ROCm (HIP) build: its ``cuda`` devices are AMD GPUs."""
+    return (api or TorchQueries()).hip_version() is not None
+
+
+def amd_machine(api: TorchQueries | None = None) -> bool:
+    """A ROCm torch, or the AMD GPU driver (``/dev/kfd``) under another torch build."""
+    return rocm_build(api) or os.path.exists("/dev/kfd")
+
+
 @dataclass(frozen=True)
 class DeviceInfo:
     """What rlamd found about the device it will run on; logged once at start."""
@@ -148,11 +160,8 @@ class DeviceInfo:
 
     def summary(self) -> str:
         """One human line, e.g. ``rocm cuda:0 AMD Radeon RX 6800 XT gfx1030 16.0 GiB bf16``."""
-        parts = (
-            [self.backend, self.name]
-            if self.backend == "cpu"
-            else [self.backend, self.device, self.name]
-        )
+        where = [self.name] if self.backend == "cpu" else [self.device, self.name]
+        parts = [self.backend, *where]
         if self.arch:
             parts.append(self.arch)
         if self.total_memory:
@@ -231,9 +240,8 @@ def apply_default_alloc_conf(
     It only takes effect before the first GPU allocation, so :func:`resolve_device`
     calls it before touching the GPU. Returns True when the variable was set here.
     """
-    api = api or TorchQueries()
     environ = os.environ if environ is None else environ
-    if api.hip_version() is None:
+    if not rocm_build(api):
         return False
     if any(environ.get(v) for v in ("PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF")):
         return False
@@ -380,12 +388,10 @@ def ray_learner_device(
     environ: Mapping[str, str] | None = None,
     api: TorchQueries | None = None,
 ) -> str:
-    """The device a Ray learner actor runs on: the torch index of the GPU Ray assigned it.
-
-    Ray narrows each GPU actor's visibility to its GPU(s), so the assigned GPU is usually
-    ``cuda:0``; with ``RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES`` the actor sees more and the
-    index is the GPU's place in the visible list (or its id when nothing narrows it). A learner
-    given several GPUs uses the first. An index in ``device_spec`` is ignored: Ray picks the GPU.
+    """The device a Ray learner actor runs on (a spec for :func:`resolve_device`, e.g.
+    ``cuda:0``, ``hip:1``, ``cpu``): the torch index of the GPU Ray assigned it. Ray narrows each GPU actor's visibility to its GPU(s), so that is usually ``cuda:0``;
+    with ``RAY_EXPERIMENTAL_NOSET_*_VISIBLE_DEVICES`` it is the GPU's place in the visible
+    list (or its id). A learner given several GPUs uses the first; Ray picks the GPU.
 
     Args:
         device_spec: what the driver chose for learners (``cuda``, ``hip``, ``auto``, ``cpu``;
@@ -395,9 +401,6 @@ def ray_learner_device(
         environ: the actor's environment (default: ``os.environ``).
         api: torch queries (default: the real torch); only the build (ROCm or not) is read.
 
-    Returns:
-        A spec for :func:`resolve_device`: ``cuda:0``, ``hip:1``, ``cpu``...
-
     Raises:
         DeviceError: Ray's visibility variables are set in a way Ray refuses (see
             :func:`ray_visibility_problem`), a GPU device was asked for but Ray assigned none,
@@ -405,7 +408,6 @@ def ray_learner_device(
     """
     if gpu_ids is None:
         return device_spec
-    api = api or TorchQueries()
     environ = os.environ if environ is None else environ
     kind, _ = parse_device_spec(device_spec)
     if not gpu_ids or kind in ("cpu", "mps"):
@@ -415,7 +417,7 @@ def ray_learner_device(
             f"The learner was asked to run on '{device_spec}', but Ray assigned it no GPU. Give "
             "learners a GPU (--gpus-per-learner 1, or a fraction such as 0.5) or use --device cpu."
         )
-    rocm = api.hip_version() is not None
+    rocm = rocm_build(api)
     problem = ray_visibility_problem(environ, amd=rocm)
     if problem:
         raise DeviceError(f"{problem} {DOCTOR_HINT}")

@@ -23,6 +23,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
+from rlamd.device import rocm_build
+
 __all__ = [
     "PRECISIONS",
     "Precision",
@@ -189,7 +191,7 @@ def configure_tf32(enabled: bool, device: torch.device) -> bool:
     """
     if device.type != "cuda":
         return False
-    if enabled and getattr(torch.version, "hip", None):
+    if enabled and rocm_build():
         import os
 
         os.environ.setdefault("HIPBLASLT_ALLOW_TF32", "1")

@@ -28,7 +28,7 @@ import torch
 from rlamd.checkpoint import FILENAME, CheckpointError, load_checkpoint, save_checkpoint
 from rlamd.config import ConfigError, to_toml
 from rlamd.config.sections import RunConfig, TrainConfig
-from rlamd.device import ray_visibility_problem
+from rlamd.device import amd_machine, ray_visibility_problem
 from rlamd.distributed.plan import RunFailed
 from rlamd.engine import Engine, LocalEngine
 from rlamd.envs import parse_env_id
@@ -198,8 +198,7 @@ def _make_engine(cfg: RunConfig, start_step: int, agent_state: dict | None, log)
                 "`bash scripts/setup.sh --ray` (or `pip install 'rlamd[ray]'` beside your torch)"
             )
         # On AMD nodes `import ray` itself refuses some GPU visibility settings: say why first.
-        amd = torch.version.hip is not None or os.path.exists("/dev/kfd")
-        problem = ray_visibility_problem(os.environ, amd=amd)
+        problem = ray_visibility_problem(os.environ, amd=amd_machine())
         if problem is not None:
             raise ConfigError(str(problem))
         from rlamd.distributed.driver import RayEngine  # Ray is optional: imported on use

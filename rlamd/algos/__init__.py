@@ -1,36 +1,133 @@
 """The training algorithms, chosen once by name from :data:`ALGORITHMS`.
 
-Adding one: write ``rlamd/algos/NAME.py`` with an object that satisfies
-:class:`rlamd.algos.base.Algorithm` and add it below (docs/ARCHITECTURE.md).
+An algorithm is a plugin: an object that satisfies :class:`rlamd.algos.base.Algorithm`
+(its config section, presets, checks, agent, loop, capture site and Ray halves), made
+choosable by :func:`register`. The built-in ones register below, one line each; one from
+outside the library registers itself in its own module, which rlamd imports from
+
+* ``RLAMD_PLUGINS=MODULE[:FUNCTION],...`` (each module is imported, then ``FUNCTION``,
+  when named, is called), or
+* an installed package's entry point in the ``rlamd.algorithms`` group (its object is
+  loaded, and called when it is a function),
+
+when this package is first imported, so every command (``python -m rlamd.train``,
+``rlamd.evaluate``, ``--help``) and ``rlamd.fit`` sees them (docs/ARCHITECTURE.md,
+Algorithms). A plugin that fails to load never breaks an import: every lookup of an
+algorithm then refuses with one line naming it.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
+import os
+from importlib.metadata import entry_points
 
 from rlamd.checkpoint import CheckpointError
-from rlamd.config import bad_setting
+from rlamd.config import ConfigError, bad_setting
+from rlamd.config.sections import register_section, unregister_section
 from rlamd.envs import make_env
 
 from .base import Algorithm
 from .dqn import DQN_ALGORITHM
 from .ppo import PPO_ALGORITHM
 
-__all__ = ["ALGORITHMS", "Algorithm", "build_agent", "get_algorithm"]
+__all__ = [
+    "ALGORITHMS",
+    "PLUGINS_VARIABLE",
+    "Algorithm",
+    "build_agent",
+    "get_algorithm",
+    "load_plugins",
+    "register",
+    "unregister",
+]
 
-ALGORITHMS: dict[str, Algorithm] = {
-    "dqn": DQN_ALGORITHM,
-    "ppo": PPO_ALGORITHM,
-}
+ALGORITHMS: dict[str, Algorithm] = {}
+"""Every algorithm a run may choose (``train.algo``), by name, in registration order."""
+
+PLUGINS_VARIABLE = "RLAMD_PLUGINS"
+"""The environment variable naming plugin modules (``MODULE[:FUNCTION]``, comma-separated)."""
+ENTRY_POINTS = "rlamd.algorithms"
+"""The entry-point group of installed plugins."""
+
+_plugin_errors: list[str] = []
+
+
+def register(algorithm: Algorithm) -> Algorithm:
+    """Make ``algorithm`` choosable as ``--algo NAME``: :data:`ALGORITHMS`, and its
+    ``config`` as the run's section ``NAME`` (``cfg.NAME``, ``[NAME]``, ``--set NAME.KEY``,
+    ``--help``, checkpoints). Registering the same object again does nothing.
+
+    Raises:
+        ValueError: another algorithm has the name, or the name cannot be a section.
+    """
+    name = algorithm.name
+    taken = ALGORITHMS.get(name)
+    if taken is algorithm:
+        return algorithm
+    if taken is not None:
+        raise ValueError(f"algorithm {name!r} is registered already ({type(taken).__qualname__})")
+    register_section(name, algorithm.config, getattr(algorithm, "moved_keys", None))
+    ALGORITHMS[name] = algorithm
+    return algorithm
+
+
+def unregister(name: str) -> None:
+    """Take back :func:`register` (a plugin reloaded, a test cleaning up)."""
+    if ALGORITHMS.pop(name, None) is not None:
+        unregister_section(name)
+
+
+register(DQN_ALGORITHM)
+register(PPO_ALGORITHM)
+
+
+def _load(label: str, load) -> None:
+    try:
+        target = load()
+        if callable(target) and not isinstance(target, type):
+            target()
+    except Exception as exc:
+        text = " ".join(str(exc).split()) or type(exc).__name__
+        _plugin_errors.append(
+            f"{label} did not load ({type(exc).__name__}: {text}); accepted: importable "
+            "modules that call rlamd.algos.register, as MODULE or MODULE:FUNCTION"
+        )
+
+
+def _import(spec: str):
+    module, _, function = spec.partition(":")
+    loaded = importlib.import_module(module.strip())
+    return getattr(loaded, function.strip()) if function.strip() else None
+
+
+def load_plugins(spec: str | None = None, *, installed: bool = True) -> None:
+    """Import the plugin modules ``spec`` names (default: :data:`PLUGINS_VARIABLE`) and,
+    with ``installed``, the entry points of :data:`ENTRY_POINTS`. A failure is kept and
+    said by :func:`get_algorithm`, never raised here."""
+    spec = os.environ.get(PLUGINS_VARIABLE, "") if spec is None else spec
+    for item in (s.strip() for s in spec.split(",")):
+        if item:
+            _load(f"{PLUGINS_VARIABLE}={item}", lambda item=item: _import(item))
+    if installed:
+        for ep in entry_points(group=ENTRY_POINTS):
+            _load(f"entry point {ep.name} = {ep.value} ({ENTRY_POINTS})", ep.load)
 
 
 def get_algorithm(name: str) -> Algorithm:
-    """The algorithm called ``name``, or a ConfigError naming the accepted ones."""
+    """The algorithm called ``name``, or a ConfigError naming the accepted ones (or the
+    plugin that failed to load)."""
+    if _plugin_errors:
+        raise ConfigError(_plugin_errors[0])
     try:
         return ALGORITHMS[name]
     except KeyError:
         close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
-        accepted = ", ".join(ALGORITHMS)
+        accepted = (
+            f"{', '.join(ALGORITHMS)}, or one a plugin registers "
+            f"({PLUGINS_VARIABLE}=MODULE, docs/ARCHITECTURE.md, Algorithms)"
+        )
         raise bad_setting(
             "train", "algo", name, accepted, close=repr(close[0]) if close else None
         ) from None
@@ -70,3 +167,6 @@ def build_agent(cfg, device, env=None, agent_state: dict | None = None, log=None
                 "settings, or start a new run"
             ) from None
     return agent
+
+
+load_plugins()

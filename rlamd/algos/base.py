@@ -3,10 +3,12 @@
 An *algorithm* is one object that owns everything algorithm-specific about a run: its
 presets, how its agent and policy are built, the loop a single process runs, what a Ray
 rollout worker collects, what a Ray learner does with it, and which Ray driver schedules
-them. The run loop, the engines, checkpoints and the CLI only talk to these Protocols,
-so a new algorithm is one new module plus one line in :data:`rlamd.algos.ALGORITHMS`
-(and, to run on Ray, a scheduling class in ``rlamd/distributed/`` plus one line in
-:data:`rlamd.distributed.driver.DRIVERS`). See docs/ARCHITECTURE.md.
+them; its config section too (``config``, a frozen dataclass that becomes ``cfg.NAME``
+when the algorithm is registered). The run loop, the engines, checkpoints and the CLI only
+talk to these Protocols, so a new algorithm is its own module(s) plus
+``rlamd.algos.register(...)``: one line in ``rlamd/algos/__init__.py``, or none for a
+plugin, which registers itself (and, to run on Ray, a scheduling class registered with
+:func:`rlamd.distributed.driver.register_driver`). See docs/ARCHITECTURE.md, Algorithms.
 """
 
 from __future__ import annotations
@@ -117,6 +119,12 @@ class Algorithm(Protocol):
 
     name: str
     """Registry name; also the name of its config section (``cfg.dqn`` / ``cfg.ppo``)."""
+    config: type
+    """Its config section: a frozen dataclass, a docstring under each field, whose
+    defaults build it (``DQNConfig``); ``__post_init__`` checks its own fields."""
+    moved_keys: dict[str, str]
+    """Old ``section.key`` -> new ``section.key`` of settings that moved into its section
+    (still read from old files, ``--set`` items and checkpoints, with a note)."""
     presets: dict[str, dict[str, dict[str, Any]]]
     """Env family -> {section: {key: value}}, what differs from the dataclass defaults."""
     fixed_on_resume: dict[str, str]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from rlamd.agents.dqn import DQN
+from rlamd.agents.dqn import DQN, DQNConfig
 from rlamd.config.errors import bad_setting
 from rlamd.config.layout import (
     envs_per_learner,
@@ -107,7 +107,33 @@ def discrete_actions(cfg: Any) -> None:
     )
 
 
+def schedules_run_forward(cfg: Any) -> None:
+    """Epsilon decays (``eps_end <= eps_start``) and beta anneals up (``beta_end >= beta_start``).
+
+    The reverse is almost always two swapped values: exploration that grows over the
+    run, or importance weights that correct less and less.
+    """
+    d = cfg.dqn
+    if d.eps_end > d.eps_start:
+        raise bad_setting(
+            "dqn",
+            "eps_end",
+            d.eps_end,
+            f"a number in [0, {d.eps_start}]",
+            why=f"more than dqn.eps_start={d.eps_start}: exploration would grow",
+        )
+    if d.beta_end < d.beta_start:
+        raise bad_setting(
+            "dqn",
+            "beta_end",
+            d.beta_end,
+            f"a number in [{d.beta_start}, 1]",
+            why=f"less than dqn.beta_start={d.beta_start}: beta anneals towards 1",
+        )
+
+
 CHECKS: dict[str, Callable[[Any], None]] = {
+    "schedules_run_forward": schedules_run_forward,
     "discrete_actions": discrete_actions,
     "batch_splits_over_learners": batch_splits_over_learners,
     "replay_holds_a_batch": replay_holds_a_batch,
@@ -144,6 +170,12 @@ class DQNAlgorithm:
     """DQN (``--algo dqn``): see :mod:`rlamd.agents.dqn` for the update."""
 
     name = "dqn"
+    config = DQNConfig
+    moved_keys: ClassVar[dict[str, str]] = {
+        f"ray.{key}": f"dqn.{key}"
+        for key in ("chunk_steps", "ship_frames", "weights_every", "apex_epsilon", "apex_alpha")
+    }
+    """The Ape-X settings were ``[ray]`` ones; old files and checkpoints name them there."""
     fixed_on_resume: ClassVar[dict[str, str]] = {
         "dqn.hidden": "network",
         "dqn.dueling": "network",

@@ -29,6 +29,7 @@ __all__ = [
     "ApexSource",
     "Chunk",
     "ReplayShard",
+    "apex_epsilons",
     "chunk_td_errors",
     "ship_frames",
     "unship_frames",
@@ -158,13 +159,26 @@ def chunk_td_errors(
     return (q_sa - (ret + gamma**steps * boot)).abs()
 
 
+def apex_epsilons(cfg: RunConfig, index: int) -> list[float]:
+    """Ape-X exploration rates of rollout actor ``index``'s envs, spread over all ``N``
+    envs: ``eps_i = dqn.apex_epsilon ** (1 + dqn.apex_alpha * i / (N - 1))`` (Horgan et
+    al. 2018)."""
+    rc, d = cfg.ray, cfg.dqn
+    n = rc.num_rollout_workers * rc.envs_per_worker
+    out = []
+    for j in range(rc.envs_per_worker):
+        i = index * rc.envs_per_worker + j
+        out.append(d.apex_epsilon ** (1 + d.apex_alpha * i / max(1, n - 1)))
+    return out
+
+
 class ApexSource:
     """A rollout worker's DQN half: fixed Ape-X epsilons, chunks with initial priorities."""
 
     def __init__(self, cfg: RunConfig, collector: Collector, agent: DQN, index: int) -> None:
         self.collector, self.agent = collector, agent
-        self.epsilons = torch.tensor(cfg.ray.epsilons(index))
-        self.frames = cfg.ray.ship_frames and obs_info(collector.env)[2] > 1
+        self.epsilons = torch.tensor(apex_epsilons(cfg, index))
+        self.frames = cfg.dqn.ship_frames and obs_info(collector.env)[2] > 1
         """Ship newest frames, not whole stacks (stacked observations only)."""
 
     def collect(self, num_steps: int) -> tuple[Chunk, list[Step]]:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from rlamd.agents.ppo import PPO, PPORows
+from rlamd.agents.ppo import PPO, PPOConfig, PPORows
 from rlamd.config.errors import bad_setting
 from rlamd.config.layout import (
     divisors,
@@ -169,6 +169,8 @@ class PPOAlgorithm:
     """PPO (``--algo ppo``): see :mod:`rlamd.agents.ppo` for the update."""
 
     name = "ppo"
+    config = PPOConfig
+    moved_keys: ClassVar[dict[str, str]] = {}
     fixed_on_resume: ClassVar[dict[str, str]] = {"ppo.hidden": "network"}
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
         "classic": {

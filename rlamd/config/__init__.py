@@ -6,9 +6,10 @@
 ``values.py``               text and TOML values -> typed fields; the checks every
                             section shares; the field docstrings ``--help`` prints
 ``sources.py``              ``--set`` items and TOML files (and the TOML a run saves)
-``sections.py``             :class:`~rlamd.config.sections.RunConfig` and its sections
-                            ``TrainConfig`` and ``RayConfig`` (``DQNConfig``,
-                            ``PPOConfig``, ``AtariConfig`` live beside their owners)
+``sections.py``             :class:`~rlamd.config.sections.RunConfig`, its core
+                            sections (``TrainConfig``, ``RayConfig``; ``AtariConfig``
+                            and ``EnvConfig`` live beside the envs) and the registry
+                            each algorithm's own section joins (``register_section``)
 ``flags.py``                which settings have a command-line flag of their own
 ``layers.py``               :func:`~rlamd.config.layers.resolve`: defaults -> the
                             algorithm's preset -> TOML file -> flags -> ``--set``

@@ -4,7 +4,9 @@ Each section's own ``__post_init__`` checks its fields one by one, and
 :func:`rlamd.config.values.check_fields` adds what every section shares (finite floats, no
 negative ints) as each section is built. What is left lives here: values that only make
 sense together (epsilon and beta schedules, a Ray layout), limits of the libraries below
-rlamd (ALE's 32-bit seeds, the Nature CNN's smallest frame), and, in
+rlamd (ALE's 32-bit seeds, the Nature CNN's smallest frame), what every algorithm's
+section shares (positive clips, non-empty layers: each registered section that has the
+field), and, in
 :mod:`rlamd.config.device_checks`, a device and precision that go together on this
 machine. What an algorithm needs of the settings (a batch its replay can hold, minibatches
 that split a rollout evenly) is that algorithm's own ``check`` (``rlamd.algos``), which
@@ -15,7 +17,7 @@ Each failure is a :class:`rlamd.config.errors.ConfigError` in the one-line shape
 
 Example:
     >>> from rlamd.config.checks import check_run
-    >>> check_run(cfg)  # cfg.train, cfg.dqn, cfg.ppo, cfg.atari, cfg.ray
+    >>> check_run(cfg)  # cfg.train, cfg.atari, cfg.ray, each algorithm's section
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from .device_checks import check_device
 from .errors import bad_setting
 from .layout import family
+from .sections import ALGORITHM_SECTIONS
 
 __all__ = ["RULES", "check_device", "check_run"]
 
@@ -60,8 +63,8 @@ def check_run(cfg: Any, *, device: bool = True, api: Any = None) -> None:
     section's field checks ran when it was built.)
 
     Args:
-        cfg: the run's configuration: ``cfg.train``, ``cfg.dqn``, ``cfg.ppo``,
-            ``cfg.atari`` and ``cfg.ray`` are the sections' frozen dataclasses.
+        cfg: the run's configuration: ``cfg.train``, ``cfg.atari``, ``cfg.ray`` and
+            each registered algorithm's section (``cfg.NAME``) are frozen dataclasses.
         device: also check the device and precision against this machine
             (:func:`check_device`); False checks the settings alone.
         api: a :class:`rlamd.device.TorchQueries` (tests pass a fake one).
@@ -78,59 +81,40 @@ def check_run(cfg: Any, *, device: bool = True, api: Any = None) -> None:
         check_device(cfg, api=api)
 
 
+def _algorithm_sections(cfg: Any) -> list[tuple[str, Any]]:
+    """``(name, section)`` of every registered algorithm's section in ``cfg``."""
+    return [(name, getattr(cfg, name)) for name in ALGORITHM_SECTIONS]
+
+
+OPTIMIZER_CLIPS = ("max_grad_norm", "grad_clamp", "adam_eps")
+"""Fields an algorithm's section may have that must be > 0 wherever they are
+(:func:`rlamd.algos.base.build_learner` hands the clips to :class:`rlamd.precision.Precision`)."""
+
+
 @rule
 def positive_clips(cfg: Any) -> None:
-    """Gradient clips and Adam's epsilon are > 0; loss weights are >= 0.
+    """Gradient clips and Adam's epsilon, in every algorithm's section that has them, are > 0.
 
     A negative norm clip turns every gradient around and a negative clamp makes
     ``clamp(-c, c)`` an empty range; torch refuses a negative Adam epsilon with a
     traceback, and 0 can divide by zero.
     """
-    for section in ("dqn", "ppo"):
-        obj = getattr(cfg, section)
-        for key in ("max_grad_norm", "grad_clamp", "adam_eps"):
-            if not getattr(obj, key) > 0:
+    for section, obj in _algorithm_sections(cfg):
+        for key in OPTIMIZER_CLIPS:
+            if hasattr(obj, key) and not getattr(obj, key) > 0:
                 raise bad_setting(section, key, getattr(obj, key), "a number > 0")
-    for key in ("vf_coef", "ent_coef"):
-        if getattr(cfg.ppo, key) < 0:
-            raise bad_setting("ppo", key, getattr(cfg.ppo, key), "a number >= 0")
 
 
 @rule
 def hidden_sizes(cfg: Any) -> None:
-    """Every MLP layer has at least one unit (an empty list is a linear model)."""
-    for section in ("dqn", "ppo"):
-        hidden = getattr(cfg, section).hidden
+    """Every MLP layer (an algorithm section's ``hidden``) has at least one unit (an empty
+    list is a linear model)."""
+    for section, obj in _algorithm_sections(cfg):
+        hidden = getattr(obj, "hidden", ())
         if any(h < 1 for h in hidden):
             raise bad_setting(
                 section, "hidden", hidden, "layer sizes >= 1, e.g. 64,64 (none for a linear model)"
             )
-
-
-@rule
-def schedules_run_forward(cfg: Any) -> None:
-    """Epsilon decays (``eps_end <= eps_start``) and beta anneals up (``beta_end >= beta_start``).
-
-    The reverse is almost always two swapped values: exploration that grows over the
-    run, or importance weights that correct less and less.
-    """
-    d = cfg.dqn
-    if d.eps_end > d.eps_start:
-        raise bad_setting(
-            "dqn",
-            "eps_end",
-            d.eps_end,
-            f"a number in [0, {d.eps_start}]",
-            why=f"more than dqn.eps_start={d.eps_start}: exploration would grow",
-        )
-    if d.beta_end < d.beta_start:
-        raise bad_setting(
-            "dqn",
-            "beta_end",
-            d.beta_end,
-            f"a number in [{d.beta_start}, 1]",
-            why=f"less than dqn.beta_start={d.beta_start}: beta anneals towards 1",
-        )
 
 
 @rule

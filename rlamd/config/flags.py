@@ -17,7 +17,7 @@ from .values import field_docs
 __all__ = ["RAY_FLAGS", "SWITCHES", "TRAIN_FLAGS", "settings_epilog"]
 
 TRAIN_FLAGS: dict[str, dict[str, Any]] = {
-    "algo": {"choices": tuple(ALGORITHMS)},
+    "algo": {"choices": ALGORITHMS.keys()},  # live: plugins registered later count too
     "env_module": {"metavar": "MODULE"},
     "steps": {"type": int},
     "num_envs": {"type": int},

@@ -10,13 +10,14 @@ Everything is checked here, before any run folder exists.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rlamd.algos import get_algorithm
 
 from .checks import check_run
 from .errors import ConfigError, bad_setting
-from .sections import SECTION_TYPES, RunConfig, TrainConfig
+from .sections import SECTION_TYPES, RunConfig, TrainConfig, move_keys, moved_note
 from .sources import load_toml, parse_set
 from .values import apply_overrides
 
@@ -33,6 +34,16 @@ Layers = dict[str, dict[str, Any]]
 def _merge(base: Layers, extra: Layers) -> None:
     for section, values in extra.items():
         base.setdefault(section, {}).update(values)
+
+
+def _moved(layers: Layers, where: str) -> Layers:
+    """``layers`` with settings named at their old place moved to their new one, and one
+    line on stderr saying so (:data:`rlamd.config.sections.MOVED_KEYS`)."""
+    layers = {section: dict(values) for section, values in layers.items()}
+    found = move_keys(layers)
+    if found:
+        print(moved_note(where, found), file=sys.stderr, flush=True)
+    return layers
 
 
 def _preset(given: Layers) -> Layers:
@@ -74,11 +85,11 @@ def resolve(
     defaults = RunConfig().sections()
     given: Layers = {}
     if config_file:
-        _merge(given, load_toml(config_file, defaults))
+        _merge(given, _moved(load_toml(config_file, defaults), f"--config {config_file}"))
     _merge(given, flags)
-    _merge(given, parse_set(sets or [], defaults))
+    _merge(given, _moved(parse_set(sets or [], defaults), "--set"))
     layers: Layers = {}
-    _merge(layers, saved if saved is not None else _preset(given))
+    _merge(layers, _moved(saved, "the checkpoint") if saved is not None else _preset(given))
     _merge(layers, given)
     cfg = RunConfig(
         **{

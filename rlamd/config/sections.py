@@ -1,32 +1,46 @@
-"""The run's configuration: one frozen, typed :class:`RunConfig` of six sections.
+"""The run's configuration: one frozen, typed :class:`RunConfig` of sections.
 
 ``RunConfig.train`` (:class:`TrainConfig`) says what to train, for how long and where;
-``dqn`` and ``ppo`` hold the algorithms' settings (``DQNConfig`` and ``PPOConfig``, beside
-their agents), ``atari`` the Atari preprocessing (``AtariConfig``, beside the envs), ``env``
-how any other gymnasium env is built (``EnvConfig``, beside the envs) and ``ray`` the
-cluster layout (:class:`RayConfig`). Every section is a frozen dataclass with
-a docstring under each field; the command line, TOML files and ``--set section.key=value``
-all fill the same objects (:mod:`rlamd.config.layers` layers them). A ``RunConfig`` is
-what every part of a run receives, Ray actors included, and what a checkpoint stores
-(as plain dicts).
+``atari`` holds the Atari preprocessing (``AtariConfig``, beside the envs), ``env`` how any
+other gymnasium env is built (``EnvConfig``, beside the envs) and ``ray`` the cluster layout
+(:class:`RayConfig`). Each algorithm brings a section of its own (``cfg.dqn``, ``cfg.ppo``,
+a plugin's), registered with it: :func:`rlamd.algos.register` calls
+:func:`register_section`, so this module names no algorithm, and the registered sections
+exist once ``rlamd.algos`` (or a plugin) is imported. Every section is a frozen dataclass
+with a docstring under each field; the command line, TOML files and ``--set
+section.key=value`` all fill the same objects (:mod:`rlamd.config.layers` layers them). A
+``RunConfig`` is what every part of a run receives, Ray actors included, and what a
+checkpoint stores (as plain dicts).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from rlamd.agents.dqn import DQNConfig
-from rlamd.agents.ppo import PPOConfig
 from rlamd.device import parse_device_spec
 from rlamd.envs import AtariConfig, EnvConfig, env_family, parse_env_id
 from rlamd.graphs import GRAPH_MODES
 from rlamd.precision import PRECISIONS
 
+from .errors import ConfigError
 from .values import apply_overrides
 
-__all__ = ["SECTION_TYPES", "RayConfig", "RunConfig", "TrainConfig"]
+__all__ = [
+    "ALGORITHM_SECTIONS",
+    "CORE_SECTIONS",
+    "MOVED_KEYS",
+    "SECTION_TYPES",
+    "RayConfig",
+    "RunConfig",
+    "TrainConfig",
+    "move_keys",
+    "moved_note",
+    "register_section",
+    "unregister_section",
+]
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,7 @@ class TrainConfig:
     """Modules (comma-separated) imported before the env is made, so that they can
     register gymnasium envs (--env-module)."""
     algo: str = "dqn"
-    """Algorithm: dqn or ppo."""
+    """Algorithm: a name registered in rlamd.algos.ALGORITHMS (the choices of --algo)."""
     steps: int = 10_000_000
     """Total env steps (agent decisions summed over envs; 4 frames each on Atari)."""
     num_envs: int = 8
@@ -120,7 +134,9 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class RayConfig:
-    """How a ``--ray`` run is spread over a Ray cluster."""
+    """How a ``--ray`` run is spread over a Ray cluster (what every algorithm's Ray split
+    shares; a setting only one algorithm reads lives in its own section, e.g. DQN's Ape-X
+    ``dqn.chunk_steps``)."""
 
     enabled: bool = False
     """Train on Ray: rollout actors feed one learner per GPU (--ray)."""
@@ -138,16 +154,6 @@ class RayConfig:
     """CPUs reserved for each rollout actor."""
     cpus_per_learner: float = 1.0
     """CPUs reserved for each learner actor."""
-    chunk_steps: int = 32
-    """DQN: vector steps per chunk a rollout actor ships (chunk_steps x envs_per_worker transitions)."""
-    ship_frames: bool = True
-    """DQN: chunks carry each env's newest frame per step and learners rebuild the stacks (false: whole stacks, about 4x the bytes on Atari)."""
-    weights_every: int = 100
-    """DQN: learner updates between weight broadcasts to rollout workers (Ape-X: every 400 frames)."""
-    apex_epsilon: float = 0.4
-    """DQN: base of the Ape-X epsilon spread, eps_i = base^(1 + alpha i/(N-1)) over all N envs (Horgan et al. 2018)."""
-    apex_alpha: float = 7.0
-    """DQN: exponent range of the Ape-X epsilon spread."""
     max_worker_restarts: int = 20
     """Times Ray restarts each dead rollout actor (-1: always)."""
     max_failures: int = 0
@@ -164,8 +170,6 @@ class RayConfig:
             "num_rollout_workers",
             "envs_per_worker",
             "num_learners",
-            "chunk_steps",
-            "weights_every",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"ray.{name}={getattr(self, name)}; accepted: an integer >= 1")
@@ -191,10 +195,6 @@ class RayConfig:
             raise ValueError(
                 f"ray.gpus_per_learner={self.gpus_per_learner}; above 1 Ray accepts only whole GPUs"
             )
-        if not 0.0 < self.apex_epsilon <= 1.0:
-            raise ValueError(f"ray.apex_epsilon={self.apex_epsilon}; accepted: a number in (0, 1]")
-        if self.apex_alpha < 0:
-            raise ValueError(f"ray.apex_alpha={self.apex_alpha}; accepted: a number >= 0")
         if self.max_worker_restarts < -1:
             raise ValueError(
                 f"ray.max_worker_restarts={self.max_worker_restarts}; accepted: -1 (always) or an integer >= 0"
@@ -202,36 +202,153 @@ class RayConfig:
         if self.max_failures < 0:
             raise ValueError(f"ray.max_failures={self.max_failures}; accepted: an integer >= 0")
 
-    def epsilons(self, index: int) -> list[float]:
-        """Ape-X exploration rates of rollout actor ``index``'s envs, spread over all envs."""
-        n = self.num_rollout_workers * self.envs_per_worker
-        out = []
-        for j in range(self.envs_per_worker):
-            i = index * self.envs_per_worker + j
-            out.append(self.apex_epsilon ** (1 + self.apex_alpha * i / max(1, n - 1)))
-        return out
 
-
-SECTION_TYPES: dict[str, type] = {
+CORE_SECTIONS: dict[str, type] = {
     "train": TrainConfig,
-    "dqn": DQNConfig,
-    "ppo": PPOConfig,
     "atari": AtariConfig,
     "env": EnvConfig,
     "ray": RayConfig,
 }
+"""The sections every run has, whatever its algorithm."""
+
+ALGORITHM_SECTIONS: dict[str, type] = {}
+"""Each registered algorithm's section type, by the algorithm's name, in the order they
+were registered (:func:`register_section`, called by :func:`rlamd.algos.register`)."""
+
+SECTION_TYPES: dict[str, type] = {}
+"""Every section of a :class:`RunConfig`, in order: ``train``, the algorithms' sections,
+``atari``, ``env``, ``ray``. The same dict is kept current as algorithms register."""
+
+MOVED_KEYS: dict[str, str] = {}
+"""``section.key`` a setting was read from before -> ``section.key`` it is read from now
+(each algorithm's ``moved_keys``): old config files, ``--set`` items and checkpoints that
+name the old place still work (:func:`move_keys`)."""
 
 
-@dataclass(frozen=True)
+def _order_sections() -> None:
+    SECTION_TYPES.clear()
+    SECTION_TYPES["train"] = TrainConfig
+    SECTION_TYPES.update(ALGORITHM_SECTIONS)
+    SECTION_TYPES.update({k: v for k, v in CORE_SECTIONS.items() if k != "train"})
+
+
+def register_section(name: str, kind: type, moved: dict[str, str] | None = None) -> None:
+    """Give every :class:`RunConfig` the section ``name`` of type ``kind`` (a frozen
+    dataclass whose defaults build it): ``cfg.NAME``, ``[NAME]`` tables, ``--set NAME.KEY``,
+    ``--help`` and checkpoints then hold it. ``moved`` maps old ``section.key`` places of
+    settings now in this section to their new ones (:data:`MOVED_KEYS`).
+
+    Raises:
+        ValueError: ``name`` is a core section, not an identifier, or taken by another type.
+        TypeError: ``kind`` is not a frozen dataclass.
+    """
+    if name in CORE_SECTIONS or not name.isidentifier() or name.startswith("_"):
+        raise ValueError(
+            f"algorithm section {name!r}; accepted: a lowercase identifier other than "
+            f"{', '.join(CORE_SECTIONS)}"
+        )
+    if name in vars(RunConfig) or name == "algorithms":
+        raise ValueError(f"algorithm section {name!r} would hide RunConfig.{name}")
+    params = getattr(kind, "__dataclass_params__", None)
+    if params is None or not params.frozen:
+        raise TypeError(f"section {name!r}: {kind!r} is not a frozen dataclass")
+    taken = ALGORITHM_SECTIONS.get(name)
+    if taken is not None and taken is not kind:
+        raise ValueError(f"section {name!r} is registered already, as {taken.__qualname__}")
+    ALGORITHM_SECTIONS[name] = kind
+    MOVED_KEYS.update(moved or {})
+    _order_sections()
+
+
+def unregister_section(name: str) -> None:
+    """Take back :func:`register_section` (a plugin reloaded, a test cleaning up)."""
+    ALGORITHM_SECTIONS.pop(name, None)
+    for old, new in list(MOVED_KEYS.items()):
+        if new.split(".", 1)[0] == name:
+            del MOVED_KEYS[old]
+    _order_sections()
+
+
+_order_sections()
+
+
+def move_keys(layers: dict[str, dict[str, Any]]) -> list[str]:
+    """Read settings given at their old place (:data:`MOVED_KEYS`) at their new one.
+
+    ``layers`` (``{section: {key: value}}``) is changed in place; a value given at the new
+    place as well wins. Returns ``OLD is now NEW`` for each moved setting found.
+    """
+    found = []
+    for old, new in MOVED_KEYS.items():
+        section, key = old.split(".", 1)
+        if key not in layers.get(section, {}):
+            continue
+        value = layers[section].pop(key)
+        to_section, to_key = new.split(".", 1)
+        layers.setdefault(to_section, {}).setdefault(to_key, value)
+        found.append(f"{old} is now {new}")
+    return found
+
+
+def moved_note(where: str, found: list[str]) -> str:
+    """The one line saying that ``where`` named settings at their old place."""
+    return f"rlamd: note: {where}: {', '.join(found)} (read there)"
+
+
+@dataclass(frozen=True, init=False)
 class RunConfig:
-    """Every setting of one run, by section (``cfg.train.steps``, ``cfg.dqn.lr``, ...)."""
+    """Every setting of one run, by section (``cfg.train.steps``, ``cfg.dqn.lr``, ...).
 
-    train: TrainConfig = field(default_factory=TrainConfig)
-    dqn: DQNConfig = field(default_factory=DQNConfig)
-    ppo: PPOConfig = field(default_factory=PPOConfig)
-    atari: AtariConfig = field(default_factory=AtariConfig)
-    env: EnvConfig = field(default_factory=EnvConfig)
-    ray: RayConfig = field(default_factory=RayConfig)
+    The core sections are fields; each registered algorithm's section
+    (:data:`ALGORITHM_SECTIONS`) is held in :attr:`algorithms` and read as an attribute of
+    its name (``cfg.dqn``) or keyword (``RunConfig(dqn=DQNConfig(...))``,
+    ``dataclasses.replace(cfg, ppo=...)``). A section not given takes its defaults.
+    """
+
+    train: TrainConfig
+    atari: AtariConfig
+    env: EnvConfig
+    ray: RayConfig
+    algorithms: tuple[tuple[str, Any], ...]
+    """``(name, section)`` of every registered algorithm, in registration order."""
+
+    def __init__(
+        self,
+        train: TrainConfig | None = None,
+        atari: AtariConfig | None = None,
+        env: EnvConfig | None = None,
+        ray: RayConfig | None = None,
+        algorithms: tuple[tuple[str, Any], ...] = (),
+        **sections: Any,
+    ) -> None:
+        given = {**dict(algorithms), **sections}
+        unknown = sorted(set(given) - set(ALGORITHM_SECTIONS))
+        if unknown:
+            raise TypeError(
+                f"RunConfig: no section {', '.join(unknown)}; sections: {', '.join(SECTION_TYPES)}"
+                " (an algorithm's section exists once rlamd.algos.register has registered it)"
+            )
+        put = object.__setattr__
+        put(self, "train", TrainConfig() if train is None else train)
+        put(self, "atari", AtariConfig() if atari is None else atari)
+        put(self, "env", EnvConfig() if env is None else env)
+        put(self, "ray", RayConfig() if ray is None else ray)
+        held = tuple((n, given[n] if n in given else k()) for n, k in ALGORITHM_SECTIONS.items())
+        put(self, "algorithms", held)
+
+    def __getattr__(self, name: str) -> Any:
+        """An algorithm's section by its name (``cfg.dqn``); one registered after this
+        object was made gives its defaults."""
+        if name.startswith("__") or name == "algorithms":  # copy and pickle probes
+            raise AttributeError(name)
+        for key, section in self.__dict__.get("algorithms", ()):
+            if key == name:
+                return section
+        if name in ALGORITHM_SECTIONS:
+            return ALGORITHM_SECTIONS[name]()
+        raise AttributeError(
+            f"RunConfig has no section {name!r}; sections: {', '.join(SECTION_TYPES)}"
+        )
 
     def sections(self) -> dict[str, Any]:
         """``{"train": TrainConfig(...), ...}`` in the order of ``SECTION_TYPES``."""
@@ -242,12 +359,20 @@ class RunConfig:
         return {name: dataclasses.asdict(obj) for name, obj in self.sections().items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, dict[str, Any]]) -> RunConfig:
-        """Rebuild from :meth:`to_dict` output; missing sections and keys take defaults.
+    def from_dict(
+        cls, data: dict[str, dict[str, Any]], note: Callable[[str], None] | None = None
+    ) -> RunConfig:
+        """Rebuild from :meth:`to_dict` output; missing sections and keys take defaults,
+        settings at their old place are read at the new one (``note`` hears a line saying
+        so), sections of algorithms not registered are left out.
 
         Raises:
             rlamd.config.errors.ConfigError: an unknown key or an invalid value, named.
         """
+        data = {name: dict(values or {}) for name, values in data.items()}
+        found = move_keys(data)
+        if found and note is not None:
+            note(moved_note("the saved settings", found))
         return cls(
             **{
                 name: apply_overrides(kind(), name, data.get(name) or {})
@@ -257,5 +382,11 @@ class RunConfig:
 
     @property
     def agent(self) -> Any:
-        """The chosen algorithm's own section (``dqn`` or ``ppo``)."""
-        return getattr(self, self.train.algo)
+        """The chosen algorithm's own section (``cfg.train.algo`` names it)."""
+        for key, section in self.algorithms:
+            if key == self.train.algo:
+                return section
+        raise ConfigError(
+            f"train.algo={self.train.algo!r} is not a registered algorithm; registered: "
+            f"{', '.join(ALGORITHM_SECTIONS)}"
+        )

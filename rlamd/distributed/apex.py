@@ -6,17 +6,19 @@ driver handles only references); it picks up the newest weights with its next ch
 Learners sample ``batch_size / num_learners`` rows each from their shard and all-reduce
 gradients, so an update is one of ``batch_size`` rows, made ``1 / train_frequency``
 times per env step as in a single process; workers pause while the learners are behind
-that ratio. The worker and learner halves are :class:`rlamd.algos.dqn.ApexSource` and
-:class:`rlamd.algos.dqn.ReplayShard`.
+that ratio. The worker and learner halves are :class:`rlamd.algos.dqn_apex.ApexSource` and
+:class:`rlamd.algos.dqn_apex.ReplayShard`; the Ape-X settings are DQN's (``dqn.chunk_steps``,
+``dqn.weights_every``, ``dqn.apex_epsilon``, ...).
 """
 
 from __future__ import annotations
 
 import time
 
+from rlamd.algos.dqn_apex import apex_epsilons
 from rlamd.config.sections import RunConfig
 
-from .host import DriverHost
+from .host import DriverHost, register_driver
 
 __all__ = ["ApexDriver"]
 
@@ -29,10 +31,10 @@ class ApexDriver:
     @staticmethod
     def layout_lines(cfg: RunConfig) -> list[str]:
         rc = cfg.ray
-        eps = [e for i in range(rc.num_rollout_workers) for e in rc.epsilons(i)]
+        eps = [e for i in range(rc.num_rollout_workers) for e in apex_epsilons(cfg, i)]
         lines = [
             f"rlamd: Ape-X epsilons {min(eps):.2g}..{max(eps):.2g} over {len(eps)} envs; "
-            f"chunks of {rc.chunk_steps} steps"
+            f"chunks of {cfg.dqn.chunk_steps} steps"
         ]
         if cfg.train.save_replay:
             lines.append(
@@ -67,13 +69,13 @@ class ApexDriver:
             for r in range(rc.num_learners)
         ]
         # Workers wait while the learners owe more than two rounds of chunks' updates.
-        chunk = rc.chunk_steps * rc.envs_per_worker
+        chunk = dqn.chunk_steps * rc.envs_per_worker
         self.max_credit = 2 * rc.num_rollout_workers * chunk / dqn.train_frequency + 1
         for w in range(rc.num_rollout_workers):
             self._launch(w)
 
     def _launch(self, w: int) -> None:
-        data, info = self.e.collect(w, self.e.rc.chunk_steps)
+        data, info = self.e.collect(w, self.e.cfg.dqn.chunk_steps)
         self.pending[info] = (w, data)
 
     def iterate(self) -> list[tuple[int, list]]:
@@ -143,7 +145,7 @@ class ApexDriver:
         e.updates += self._train_n
         e.latest.update(results[0] or {})
         self._since_weights += self._train_n
-        if self._since_weights >= e.rc.weights_every or e.version == 0:
+        if self._since_weights >= e.cfg.dqn.weights_every or e.version == 0:
             e.publish_weights()
             self._since_weights = 0
         if self.credit <= self.max_credit:
@@ -157,3 +159,6 @@ class ApexDriver:
 
     def metrics(self) -> dict[str, float]:
         return {"ray/paused_workers": float(len(self.idle))}
+
+
+register_driver("dqn", ApexDriver)

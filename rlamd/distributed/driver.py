@@ -6,7 +6,7 @@ object references between them. The training loop, logging, evaluation and check
 are the single-process ones (:func:`rlamd.runner.run`), fed by a :class:`RayEngine`.
 What is scheduled between the actors is the algorithm's: its driver class
 (:class:`rlamd.distributed.apex.ApexDriver`, :class:`rlamd.distributed.ppo_sync.SyncPPODriver`)
-comes from the algorithm object.
+is registered under its name (:data:`rlamd.distributed.host.DRIVERS`).
 
 DQN (Ape-X, Horgan et al. 2018, https://arxiv.org/abs/1803.00933): every rollout worker
 runs its own vector env with its own epsilons, ships chunks with the initial priorities
@@ -36,11 +36,13 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from rlamd.algos import build_agent, get_algorithm
 from rlamd.algos.base import Policy
+from rlamd.config.errors import ConfigError
 from rlamd.config.sections import RunConfig
 
-from .apex import ApexDriver
+from . import apex, ppo_sync  # noqa: F401 - their drivers register themselves
 from .cluster import alive_nodes, connect, nodes, wait_placed
 from .cluster import where as _where
+from .host import DRIVERS
 from .plan import (
     LearnerFailed,
     WorkersFailed,
@@ -48,13 +50,9 @@ from .plan import (
     learner_device_spec,
     plan_layout,
 )
-from .ppo_sync import SyncPPODriver
 from .roles import Learner, RolloutWorker
 
 __all__ = ["DRIVERS", "RayEngine", "connect"]
-
-DRIVERS: dict[str, type] = {"dqn": ApexDriver, "ppo": SyncPPODriver}
-"""Algorithm name -> the class that schedules its actors (see docs/ARCHITECTURE.md)."""
 
 _WORKER_LOST = (RayActorError, ActorUnavailableError)
 """What a call to a rollout worker raises when the worker died (Ray restarts it)."""
@@ -89,7 +87,12 @@ class RayEngine:
         self.cfg, self.log = cfg, log
         self.train, self.rc = cfg.train, cfg.ray
         self.algo = get_algorithm(cfg.train.algo)
-        driver_cls = DRIVERS[self.algo.name]
+        driver_cls = DRIVERS.get(self.algo.name)
+        if driver_cls is None:
+            raise ConfigError(
+                f"train.algo={self.algo.name!r} has no Ray driver (--ray); accepted: "
+                f"{', '.join(DRIVERS)} with --ray, or {self.algo.name} without it"
+            )
         # The layout's own rules (workers per learner, batch shares) were checked with the
         # settings (rlamd.config.checks), before anything started.
         W, L = self.rc.num_rollout_workers, self.rc.num_learners

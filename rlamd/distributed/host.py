@@ -1,8 +1,10 @@
-"""What an algorithm's Ray driver may use of the engine that hosts it (a Protocol).
+"""What an algorithm's Ray driver may use of the engine that hosts it (a Protocol), and
+the registry of drivers.
 
 :class:`rlamd.distributed.driver.RayEngine` implements it; the drivers
-(:mod:`rlamd.distributed.apex`, :mod:`rlamd.distributed.ppo_sync`) only see this, so the
-engine can import them without an import cycle.
+(:mod:`rlamd.distributed.apex`, :mod:`rlamd.distributed.ppo_sync`, a plugin's) only see
+this, so the engine can import them without an import cycle. Each driver's module
+registers it under its algorithm's name (:func:`register_driver`); nothing here names one.
 """
 
 from __future__ import annotations
@@ -11,7 +13,17 @@ from typing import Any, Protocol
 
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
 
-__all__ = ["DriverHost"]
+__all__ = ["DRIVERS", "DriverHost", "register_driver"]
+
+DRIVERS: dict[str, type] = {}
+"""Algorithm name -> the class that schedules its actors on Ray (docs/ARCHITECTURE.md)."""
+
+
+def register_driver(name: str, driver: type) -> type:
+    """Schedule algorithm ``name``'s Ray actors with ``driver`` (built with the engine, a
+    :class:`DriverHost`; see :class:`rlamd.distributed.apex.ApexDriver`)."""
+    DRIVERS[name] = driver
+    return driver
 
 
 class DriverHost(Protocol):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rlamd.config.sections import RunConfig
 
-from .host import DriverHost
+from .host import DriverHost, register_driver
 
 __all__ = ["SyncPPODriver"]
 
@@ -75,3 +75,6 @@ class SyncPPODriver:
 
     def metrics(self) -> dict[str, float]:
         return {}
+
+
+register_driver("ppo", SyncPPODriver)

@@ -8,7 +8,7 @@ in-process. Nothing here imports Ray at module level.
 
 Data that crosses the object store:
 
-* DQN chunk (worker -> learner): ``chunk_steps`` vector steps as numpy arrays, plus the
+* DQN chunk (worker -> learner): ``dqn.chunk_steps`` vector steps as numpy arrays, plus the
   initial priorities the worker computed with its copy of the Q-network (Ape-X).
 * PPO rows (worker -> learners): the flat training rows of one rollout, GAE included
   (:meth:`rlamd.agents.ppo.PPO.flatten`).

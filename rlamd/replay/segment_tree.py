@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from rlamd.config.errors import ConfigError
+from rlamd.device import describe_device
 from rlamd.envvars import flag
 
 from .backends import get_backend
@@ -102,10 +103,9 @@ def _triton_device_error(device: torch.device) -> str | None:
 def _arch(device: torch.device) -> str:
     """The GPU's architecture as compilers name it: gfx1030, sm_90, ..."""
     try:
-        props = torch.cuda.get_device_properties(device)
+        return describe_device(device).arch or device.type
     except Exception:  # not a CUDA/HIP device (or no driver): its type says enough
         return device.type
-    return getattr(props, "gcnArchName", "") or f"sm_{props.major}{props.minor}"
 
 
 def triton_unusable(device: torch.device | str) -> str | None:

@@ -56,7 +56,7 @@ CASES = {
         ({"ppo": {"adam_eps": "0"}}, "ppo.adam_eps=0.0; accepted: a number > 0"),
         ({"dqn": {"max_grad_norm": "-1"}}, "dqn.max_grad_norm=-1.0; accepted: a number > 0"),
         ({"ppo": {"grad_clamp": "0"}}, "ppo.grad_clamp=0.0; accepted: a number > 0"),
-        ({"ppo": {"vf_coef": "-0.5"}}, "ppo.vf_coef=-0.5; accepted: a number >= 0"),
+        ({"dqn": {"adam_eps": "0"}}, "dqn.adam_eps=0.0; accepted: a number > 0"),
     ],
     "hidden_sizes": [
         ({"dqn": {"hidden": "64,0"}}, "dqn.hidden=(64, 0); accepted: layer sizes >= 1"),
@@ -151,6 +151,17 @@ CASES = {
         ),
     ],
 }
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("vf_coef", "-0.5"), ("ent_coef", "-0.01"), ("vf_coef", "-1e-9")]
+)
+def test_ppo_loss_weights_are_refused_below_zero_as_the_section_is_built(key, value):
+    """A section's own fields are its ``__post_init__``'s (not a run-wide rule)."""
+    with pytest.raises(ConfigError) as err:
+        make_cfg(ppo={key: value})
+    assert str(err.value) == f"ppo.{key}={float(value)!r}; accepted: a number >= 0"
+    assert getattr(make_cfg(ppo={key: "0"}).ppo, key) == 0.0
 
 
 def test_every_rule_has_a_case():
@@ -350,8 +361,8 @@ E2E = [
     (["cartpole", "--set", "dqn.lr=nan"], "error: dqn.lr=nan; accepted: a finite number"),
     (["cartpole", "--seed", "-1"], "error: train.seed=-1; accepted: an integer >= 0"),
     (
-        ["cartpole", "--set", "ray.apex_alpha=inf"],
-        "error: ray.apex_alpha=inf; accepted: a finite number",
+        ["cartpole", "--set", "dqn.apex_alpha=inf"],
+        "error: dqn.apex_alpha=inf; accepted: a finite number",
     ),
     # RULES
     (
@@ -366,6 +377,20 @@ E2E = [
     (["breakout", "--set", "atari.screen_size=20"], "error: atari.screen_size=20 ("),
     (["breakout", "--seed", str(ALE_SEED_LIMIT)], f"error: train.seed={ALE_SEED_LIMIT} ("),
 ]
+
+
+def test_a_moved_setting_is_checked_at_its_new_place_with_a_note(tmp_path, capsys):
+    """``ray.apex_alpha`` moved to ``dqn.apex_alpha``: ``--set`` at the old place still
+    reaches it (and its checks), with one line naming the new place."""
+    from rlamd.train import main
+
+    logdir = tmp_path / "runs"
+    args = ["cartpole", "--set", "ray.apex_alpha=inf", "--logdir", str(logdir)]
+    assert main(args) == 2
+    note, error = capsys.readouterr().err.splitlines()
+    assert note == "rlamd: note: --set: ray.apex_alpha is now dqn.apex_alpha (read there)"
+    assert error == "error: dqn.apex_alpha=inf; accepted: a finite number"
+    assert not logdir.exists()
 
 
 @pytest.mark.parametrize(("args", "start"), E2E)

@@ -77,10 +77,10 @@ def _breakout(ship: bool, envs: int = 3):
                 "precision": "fp32",
                 "seed": 4,
             },
-            "dqn": {"buffer_size": 4_000, "n_step": 3},
+            "dqn": {"buffer_size": 4_000, "n_step": 3, "ship_frames": ship},
             # 30 agent steps per episode: every chunk below holds truncations and resets.
             "atari": {"max_episode_frames": 120, "backend": "gymnasium"},
-            "ray": {"envs_per_worker": envs, "ship_frames": ship},
+            "ray": {"envs_per_worker": envs},
         }
     )
     cpu = torch.device("cpu")

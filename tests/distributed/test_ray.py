@@ -120,12 +120,12 @@ def _engine(algo: str = "dqn"):
                 "batch_size": 64,
                 "learning_starts": 500,
                 "train_frequency": 2,
+                "chunk_steps": 16,
             },
             "ray": {
                 "enabled": True,
                 "num_rollout_workers": 2,
                 "envs_per_worker": 2,
-                "chunk_steps": 16,
             },
         }
     )

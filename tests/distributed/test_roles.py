@@ -3,6 +3,7 @@ the layout plan, and gradient averaging between learner processes (gloo)."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -97,11 +98,18 @@ def test_chunk_priorities_equal_brute_force_n_step_td_errors(n_step):
 
 
 def test_ape_x_epsilons_spread_over_all_envs_of_all_workers():
-    rc = RayConfig(num_rollout_workers=3, envs_per_worker=2)
-    eps = [e for w in range(3) for e in rc.epsilons(w)]
+    from rlamd.algos.dqn_apex import apex_epsilons
+    from rlamd.config.sections import RunConfig
+
+    cfg = RunConfig(ray=RayConfig(num_rollout_workers=3, envs_per_worker=2))
+    eps = [e for w in range(3) for e in apex_epsilons(cfg, w)]
     assert eps[0] == pytest.approx(0.4) and eps[-1] == pytest.approx(0.4**8)
     assert all(x > y for x, y in itertools.pairwise(eps))  # distinct, decreasing
-    assert RayConfig(num_rollout_workers=1, envs_per_worker=1).epsilons(0) == [pytest.approx(0.4)]
+    one = RunConfig(ray=RayConfig(num_rollout_workers=1, envs_per_worker=1))
+    assert apex_epsilons(one, 0) == [pytest.approx(0.4)]
+    # the spread's settings are DQN's (they were [ray] ones)
+    wide = dataclasses.replace(cfg, dqn=dataclasses.replace(cfg.dqn, apex_alpha=1.0))
+    assert apex_epsilons(wide, 2)[1] == pytest.approx(0.4**2)
 
 
 NODE = {"CPU": 4.0, "GPU": 1.0}
