@@ -154,6 +154,21 @@ class DQNConfig:
         frac = min(1.0, step / max(1, total_steps))
         return self.beta_start + frac * (self.beta_end - self.beta_start)
 
+    # The off-policy loop's schedule (rlamd.loops.OffPolicySchedule).
+    def acting(self, step: int, total_steps: int) -> tuple[float, ...]:
+        """``DQN.act``'s epsilon at ``step``."""
+        return (self.epsilon(step, total_steps),)
+
+    def learning(self, step: int, total_steps: int) -> tuple[float, ...]:
+        """``DQN.learn``'s beta at ``step``."""
+        return (self.beta(step, total_steps),)
+
+    def charts(self, step: int, total_steps: int) -> dict[str, float]:
+        out = {"charts/epsilon": self.epsilon(step, total_steps)}
+        if self.prioritized:
+            out["charts/beta"] = self.beta(step, total_steps)
+        return out
+
 
 class DQN:
     """The DQN learner and its epsilon-greedy policy (inject the device and precision).

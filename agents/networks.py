@@ -1,4 +1,5 @@
-"""Networks shared by the agents: Nature CNN, MLP, Q heads and PPO's actor-critic.
+"""Networks shared by the agents: Nature CNN, MLP, Q heads, PPO's actor-critic, and the
+twin critics and actors of SAC and TD3.
 
 Pixels arrive as ``uint8`` and are scaled to [0, 1] inside the first layer (docs/ARCHITECTURE.md,
 rule 3), so the replay and rollout buffers never hold float frames.
@@ -6,6 +7,7 @@ rule 3), so the replay and rollout buffers never hold float frames.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -17,8 +19,12 @@ from .normalize import RunningNorm
 __all__ = [
     "MLP",
     "ActorCritic",
+    "DeterministicActor",
+    "EnsembleMLP",
+    "GaussianActor",
     "NatureCNN",
     "QNetwork",
+    "TwinQ",
     "fp32_head",
     "is_image",
     "make_torso",
@@ -215,3 +221,159 @@ class ActorCritic(nn.Module):
         h = self.torso(obs)
         hv = h if self.critic_torso is None else self.critic_torso(obs)
         return fp32_head(self.policy, h), fp32_head(self.value, hv).squeeze(-1)
+
+
+class EnsembleMLP(nn.Module):
+    """``k`` MLPs of one shape evaluated as one: each layer is a batched matrix product
+    over a ``(k, in, out)`` weight, so twin critics cost the kernel launches of one.
+
+    Each member is initialised as ``nn.Linear`` initialises a layer (uniform in
+    ``+-1/sqrt(in)`` for weights and biases), independently.
+
+    Args:
+        members: ``k``.
+        in_features: input width (the same input goes to every member, or one per member).
+        hidden: hidden widths (ReLU after each).
+        out_features: output width of each member.
+    """
+
+    def __init__(
+        self, members: int, in_features: int, hidden: tuple[int, ...], out_features: int = 1
+    ) -> None:
+        super().__init__()
+        sizes = [in_features, *hidden, out_features]
+        self.weights = nn.ParameterList()
+        self.biases = nn.ParameterList()
+        for fan_in, fan_out in itertools.pairwise(sizes):
+            bound = 1.0 / math.sqrt(fan_in)
+            w = torch.empty(members, fan_in, fan_out).uniform_(-bound, bound)
+            b = torch.empty(members, 1, fan_out).uniform_(-bound, bound)
+            self.weights.append(nn.Parameter(w))
+            self.biases.append(nn.Parameter(b))
+        self.members = members
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``x``: ``(B, in)`` (shared) or ``(k, B, in)``; returns ``(k, B, out)``."""
+        if x.dim() == 2:
+            x = x.expand(self.members, *x.shape)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
+            x = torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype))
+            if i < last:
+                x = F.relu(x)
+        return x
+
+
+class TwinQ(nn.Module):
+    """``k`` Q-functions ``Q_i(s, a)`` of vector observations and continuous actions
+    (Fujimoto et al. 2018's clipped double Q takes the minimum of two), as one
+    :class:`EnsembleMLP` on ``[s, a]``; the output stays float32 (see :func:`fp32_head`)."""
+
+    def __init__(
+        self, obs_size: int, action_size: int, hidden: tuple[int, ...], members: int = 2
+    ) -> None:
+        super().__init__()
+        self.net = EnsembleMLP(members, obs_size + action_size, hidden, 1)
+
+    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``(k, B)`` Q-values."""
+        x = torch.cat([obs.float().flatten(1), actions.float()], dim=1)
+        return self.net(x).squeeze(-1).float()
+
+
+class _Bounds(nn.Module):
+    """Maps ``[-1, 1]`` to an action box: ``a = scale * u + bias`` (buffers, so they move
+    with the module and are saved with it)."""
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
+        super().__init__()
+        low, high = (
+            torch.as_tensor(low, dtype=torch.float32),
+            torch.as_tensor(high, dtype=torch.float32),
+        )
+        self.register_buffer("scale", (high - low) / 2)
+        self.register_buffer("bias", (high + low) / 2)
+
+    def forward(self, u: torch.Tensor) -> torch.Tensor:
+        return u * self.scale + self.bias
+
+
+class GaussianActor(nn.Module):
+    """SAC's policy (Haarnoja et al. 2018, https://arxiv.org/abs/1801.01290): a Gaussian
+    in pre-squash space, ``u ~ N(mu(s), sigma(s))``, squashed by ``tanh`` into the box.
+
+    ``log sigma`` is clamped to ``[log_std_min, log_std_max]`` (SB3's -20 and 2).
+
+    Args:
+        obs_size, action_size: flat widths.
+        hidden: MLP widths (ReLU).
+        low, high: the action box (flat).
+    """
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden: tuple[int, ...],
+        low: torch.Tensor,
+        high: torch.Tensor,
+        *,
+        log_std_min: float = -20.0,
+        log_std_max: float = 2.0,
+    ) -> None:
+        super().__init__()
+        self.torso = MLP(obs_size, hidden)
+        self.mean = nn.Linear(self.torso.out_features, action_size)
+        self.log_std = nn.Linear(self.torso.out_features, action_size)
+        self.bounds = _Bounds(low, high)
+        self.log_std_min, self.log_std_max = log_std_min, log_std_max
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(mu, log sigma)`` in float32."""
+        h = self.torso(obs)
+        log_std = fp32_head(self.log_std, h).clamp(self.log_std_min, self.log_std_max)
+        return fp32_head(self.mean, h), log_std
+
+    def sample(self, obs: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised action for standard-normal ``noise`` and the log-density of
+        its squashed value ``tanh(u)`` in ``[-1, 1]^d``:
+
+        .. math:: \\log \\pi(a|s) = \\log N(u; \\mu, \\sigma)
+                  - \\sum_j \\log\\big(1 - \\tanh^2 u_j\\big)
+
+        with ``log(1 - tanh^2 u) = 2 (log 2 - u - softplus(-2u))``, stable for large
+        ``|u|``. The density is that of the unit box (as SB3 takes it), so a target entropy
+        of ``-dim(A)`` means the same for any action bounds; the box's half-widths would
+        only shift it by a constant.
+        """
+        mean, log_std = self(obs)
+        u = mean + log_std.exp() * noise
+        log_n = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
+        log_det = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+        logp = (log_n - log_det).sum(-1)
+        return self.bounds(torch.tanh(u)), logp
+
+    def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
+        """``scale * tanh(mu) + bias``: the action evaluations take."""
+        return self.bounds(torch.tanh(self(obs)[0]))
+
+
+class DeterministicActor(nn.Module):
+    """TD3's policy (Fujimoto et al. 2018, https://arxiv.org/abs/1802.09477):
+    ``a = scale * tanh(f(s)) + bias``, an MLP squashed into the box."""
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden: tuple[int, ...],
+        low: torch.Tensor,
+        high: torch.Tensor,
+    ) -> None:
+        super().__init__()
+        self.torso = MLP(obs_size, hidden)
+        self.head = nn.Linear(self.torso.out_features, action_size)
+        self.bounds = _Bounds(low, high)
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.bounds(torch.tanh(fp32_head(self.head, self.torso(obs))))

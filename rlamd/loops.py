@@ -17,58 +17,76 @@ import torch
 from rlamd.collector import Collector
 from rlamd.envs import Step
 from rlamd.profiling import span
-from rlamd.replay import ReplayBatch, ReplayBuffer
+from rlamd.replay import Buffer, ReplayBatch
 
 __all__ = ["OffPolicyLoop", "OnPolicyLoop"]
 
 
-class QLearner(Protocol):
-    """What the off-policy loop needs of its agent (``rlamd.agents.dqn.DQN``)."""
+class OffPolicyLearner(Protocol):
+    """What the off-policy loop needs of its agent (DQN, SAC, TD3 in ``rlamd.agents``)."""
 
-    def act(self, obs: torch.Tensor, epsilon: float) -> torch.Tensor: ...
-    def learn(self, buffer: ReplayBuffer, batch_size: int, beta: float) -> torch.Tensor: ...
+    def act(self, obs: torch.Tensor, *acting: float) -> torch.Tensor: ...
+    def learn(self, buffer: Buffer, batch_size: int, *learning: float) -> torch.Tensor: ...
     def update_on(self, batch: ReplayBatch) -> torch.Tensor: ...
     def read_metrics(self) -> dict[str, float]: ...
 
 
 class OffPolicySchedule(Protocol):
-    """What the off-policy loop needs of its settings (``rlamd.agents.dqn.DQNConfig``)."""
+    """What the off-policy loop needs of its algorithm's settings: how much to learn, and
+    the per-step numbers its agent acts and learns with (``DQNConfig``, and SAC's and
+    TD3's ``OffPolicySettings``, in ``rlamd.agents``)."""
 
     batch_size: int
     learning_starts: int
     train_frequency: int
+    """Env steps per update."""
 
-    def epsilon(self, step: int, total_steps: int) -> float: ...
-    def beta(self, step: int, total_steps: int) -> float: ...
+    def acting(self, step: int, total_steps: int) -> tuple[float, ...]:
+        """What ``agent.act`` takes after the observations at env step ``step`` (DQN: its
+        epsilon; SAC and TD3: the share of uniformly random actions)."""
+        ...
+
+    def learning(self, step: int, total_steps: int) -> tuple[float, ...]:
+        """What ``agent.learn`` takes after the buffer and batch size (the importance
+        exponent beta of a prioritized replay)."""
+        ...
+
+    def charts(self, step: int, total_steps: int) -> dict[str, float]:
+        """The schedules' values for the log (``charts/NAME``)."""
+        ...
 
 
 class OffPolicyLoop:
     """Collector -> replay -> learner, with ``num_envs / train_frequency`` updates per vector step.
 
+    The loop knows no algorithm: the agent acts with ``schedule.acting(step)`` and learns
+    with ``schedule.learning(step)``, so DQN, SAC and TD3 share it.
+
     Args:
-        collector: steps the env with the agent's epsilon-greedy policy.
-        buffer: a ``ReplayBuffer`` or ``PrioritizedReplayBuffer``.
-        agent: a :class:`rlamd.agents.dqn.DQN`.
-        cfg: its ``DQNConfig`` (schedules, batch size, learning start).
-        total_steps: the run's length (for the schedules).
+        collector: steps the env with the agent's exploring policy.
+        buffer: a :class:`~rlamd.replay.Buffer` (uniform or prioritized sampler).
+        agent: the learner (:class:`OffPolicyLearner`).
+        schedule: its algorithm's :class:`OffPolicySchedule`.
+        total_steps: the run's length.
         step: env steps already done (when resuming).
     """
 
     def __init__(
         self,
         collector: Collector,
-        buffer: ReplayBuffer,
-        agent: QLearner,
-        cfg: OffPolicySchedule,
+        buffer: Buffer,
+        agent: OffPolicyLearner,
+        schedule: OffPolicySchedule,
         total_steps: int,
         step: int = 0,
     ) -> None:
-        self.collector, self.buffer, self.agent, self.cfg = collector, buffer, agent, cfg
+        self.collector, self.buffer, self.agent = collector, buffer, agent
+        self.schedule = self.cfg = schedule
+        """(``cfg``: the name the DQN benchmarks read.)"""
         self.total_steps, self.step = total_steps, step
-        self._per_step = collector.num_envs / cfg.train_frequency
+        self._per_step = collector.num_envs / schedule.train_frequency
         self._credit = 0.0
-        self._min_fill = cfg.batch_size
-        self.epsilon = cfg.epsilon(step, total_steps)
+        self._min_fill = schedule.batch_size
         self.overlap = collector.device.type == "cuda" and collector.env.can_overlap
         """Learn while the envs step: on a GPU, where the CPU would otherwise wait; on a
         CPU the env threads and torch's would only compete for the same cores."""
@@ -79,9 +97,9 @@ class OffPolicyLoop:
         With ``overlap`` the updates due run while the envs step (ale-py's C++ threads; the
         GPU learns meanwhile), on the replay as it was before this step's transitions.
         """
-        cfg, agent, buffer = self.cfg, self.agent, self.buffer
-        eps = self.epsilon = cfg.epsilon(self.step, self.total_steps)
-        self.collector.send(lambda o: agent.act(o, eps))
+        cfg, agent, buffer = self.schedule, self.agent, self.buffer
+        acting = cfg.acting(self.step, self.total_steps)
+        self.collector.send(lambda o: agent.act(o, *acting))
         if self.overlap:
             self._learn()
         obs, _, s = self.collector.recv()
@@ -98,18 +116,18 @@ class OffPolicyLoop:
         """The updates the credit allows (``num_envs / train_frequency`` per vector step)."""
         if self._credit < 1.0:
             return
-        cfg = self.cfg
-        beta = cfg.beta(self.step, self.total_steps)
+        cfg = self.schedule
+        learning = cfg.learning(self.step, self.total_steps)
         # The one learn step on every device (a captured graph on GPUs, eager here).
         while self._credit >= 1.0:
             with span("learn"):
-                self.agent.learn(self.buffer, cfg.batch_size, beta)
+                self.agent.learn(self.buffer, cfg.batch_size, *learning)
             self._credit -= 1.0
 
     @property
     def learning_starts(self) -> int:
         """Env steps before the first update."""
-        return self.cfg.learning_starts
+        return self.schedule.learning_starts
 
     def describe(self) -> str:
         return f"replay {self.buffer.capacity:,}"
@@ -121,12 +139,12 @@ class OffPolicyLoop:
     def learning_sps(self, env_sps: float) -> float:
         """Env steps/s once updates run, from the measured acting speed ``env_sps`` and
         a timed update (of a copy of the agent, on a made-up batch: the run is untouched)."""
-        st, b = self.buffer.storage, self.cfg.batch_size
+        st, b = self.buffer.storage, self.schedule.batch_size
         obs = torch.zeros((b, *st.obs_shape), dtype=st.obs_dtype, device=self.buffer.device)
         ones = torch.ones(b, device=obs.device)
         batch = ReplayBatch(
             obs,
-            torch.zeros(b, dtype=torch.long, device=obs.device),
+            st.read_actions(torch.zeros(b, dtype=torch.long, device=obs.device)).zero_(),
             ones,
             obs,
             ones,
@@ -146,13 +164,10 @@ class OffPolicyLoop:
             agent.update_on(batch)
             times.append(time.perf_counter() - start)
         per_update = sorted(times[1:])[0]
-        return 1.0 / (1.0 / env_sps + per_update / self.cfg.train_frequency)
+        return 1.0 / (1.0 / env_sps + per_update / self.schedule.train_frequency)
 
     def metrics(self) -> dict[str, float]:
-        values = {"charts/epsilon": self.epsilon, **self.agent.read_metrics()}
-        if self.buffer.sampler.prioritized:
-            values["charts/beta"] = self.cfg.beta(self.step, self.total_steps)
-        return values
+        return {**self.schedule.charts(self.step, self.total_steps), **self.agent.read_metrics()}
 
     def state_dict(self, include_replay: bool) -> dict:
         return {"replay": self.buffer.state_dict(include_contents=include_replay)}
@@ -166,9 +181,8 @@ class OffPolicyLoop:
             self.buffer.load_state_dict(replay)
         if len(self.buffer):
             return [f"rlamd: replay restored from the checkpoint: {len(self.buffer):,} transitions"]
-        self._min_fill = max(
-            self.cfg.batch_size, min(self.cfg.learning_starts, self.buffer.capacity)
-        )
+        cfg = self.schedule
+        self._min_fill = max(cfg.batch_size, min(cfg.learning_starts, self.buffer.capacity))
         return [
             "rlamd: the checkpoint holds no replay contents (the run had no --save-replay); "
             f"refilling the replay to {self._min_fill:,} transitions before updating again"

@@ -1,7 +1,18 @@
-"""DQN on Breakout, rlamd beside Stable-Baselines3, on the same machine at the same time.
+"""rlamd beside Stable-Baselines3 2.9.2 (DQN, SAC, TD3), same machine, same time, one core each.
 
     python scripts/dqn_vs_sb3.py --steps 500000 --seed 2 --out bench-out/dqn_vs_sb3
     python scripts/dqn_vs_sb3.py --report bench-out/dqn_vs_sb3   # table and chart again
+    python scripts/dqn_vs_sb3.py --algo sac --env Pendulum-v1 --steps 20000 --seeds 1 2 3 \
+        --out bench-out/sac_pendulum
+    python scripts/dqn_vs_sb3.py --algo sac --report bench-out/sac_pendulum
+
+DQN (the default) races on Breakout, as below. SAC and TD3 race on any ``Box`` env with the
+RL Zoo's hyperparameters for it (:data:`CONTINUOUS`, translated into rlamd's ``--set``
+items and SB3's keyword arguments), seed after seed: both evaluate the mean action on 10
+episodes every ``--eval-every`` env steps (``OUT/seedS/{rlamd,sb3}/evals.csv``), and the
+report gives the mean evaluation return over the seeds at equal env steps and the
+updates per second with learning included (the median of the log intervals after
+learning starts; env stepping and acting included, evaluations not), with a chart.
 
 Starts ``python -m rlamd.train breakout`` (rlamd's defaults; ``--set`` adds overrides) and
 SB3's DQN with the RL Baselines3 Zoo's Atari recipe (``rlamd.bench.zoo``; ``--sb3-set``
@@ -17,13 +28,79 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, NamedTuple
 
 CHECKPOINTS = (100_000, 150_000, 200_000, 250_000, 300_000, 400_000, 500_000)
+
+ZOO = "DLR-RM/rl-baselines3-zoo hyperparams"
+MUJOCO = ("HalfCheetah-v5", "Hopper-v5", "Walker2d-v5", "Ant-v5", "Humanoid-v5", "Swimmer-v5")
+
+
+class Race(NamedTuple):
+    """One algorithm on one env: SB3's keyword arguments (the Zoo's) and rlamd's ``--set``
+    items for the same settings (what rlamd's defaults do not already hold)."""
+
+    sb3: dict[str, Any]
+    rlamd: tuple[str, ...]
+    source: str
+
+
+# The Zoo writes TD3's noise as ``noise_type: normal, noise_std``; SB3 adds it to actions
+# scaled to [-1, 1], the unit of rlamd's td3.exploration_noise (half-widths of the box).
+# Its Pendulum entry trains once per episode for as many steps (train_freq [1, episode],
+# gradient_steps -1): the same updates per episode as 1 and 1, which both sides use here.
+CONTINUOUS: dict[tuple[str, str], Race] = {
+    ("sac", "Pendulum-v1"): Race(
+        {"learning_rate": 1e-3},
+        ("sac.lr=1e-3", "sac.learning_starts=100"),
+        f"{ZOO}/sac.yml, Pendulum-v1 (SB3's defaults otherwise)",
+    ),
+    ("sac", "mujoco"): Race(
+        {"learning_starts": 10_000},
+        (),
+        f"{ZOO}/sac.yml, mujoco-defaults (SB3's defaults otherwise)",
+    ),
+    ("td3", "Pendulum-v1"): Race(
+        {
+            "gamma": 0.98,
+            "buffer_size": 200_000,
+            "learning_starts": 10_000,
+            "noise_std": 0.1,
+            "learning_rate": 1e-3,
+            "policy_kwargs": {"net_arch": [400, 300]},
+        },
+        ("td3.gamma=0.98", "td3.buffer_size=200000"),
+        f"{ZOO}/td3.yml (a02f4fbf), Pendulum",
+    ),
+    ("td3", "mujoco"): Race(
+        {
+            "learning_starts": 10_000,
+            "noise_std": 0.1,
+            "learning_rate": 1e-3,
+            "batch_size": 256,
+            "policy_kwargs": {"net_arch": [400, 300]},
+        },
+        (),
+        f"{ZOO}/td3.yml (d29756c4), mujoco-defaults",
+    ),
+}
+
+
+def race(algo: str, env: str) -> Race:
+    """The settings for ``algo`` on ``env`` (MuJoCo tasks share the Zoo's entry)."""
+    key = (algo, "mujoco" if env in MUJOCO else env)
+    if key not in CONTINUOUS:
+        known = ", ".join(sorted({e for a, e in CONTINUOUS if a == algo} | set(MUJOCO)))
+        raise SystemExit(f"--env {env}: no Zoo recipe for {algo} here; accepted: {known}")
+    return CONTINUOUS[key]
 
 
 def _sb3_main(steps: int, seed: int, out: Path, overrides: dict[str, str]) -> None:
@@ -65,6 +142,146 @@ def _sb3_main(steps: int, seed: int, out: Path, overrides: dict[str, str]) -> No
             return True
 
     model.learn(steps, callback=Games())
+
+
+def _sb3_continuous(
+    algo: str, env_id: str, steps: int, seed: int, out: Path, eval_every: int, log_every: int
+) -> None:
+    """The SB3 side of a SAC or TD3 race (its own process): the Zoo's settings, the mean
+    action evaluated on 10 episodes every ``eval_every`` steps, progress every
+    ``log_every`` steps (seconds without the evaluations, updates so far)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from stable_baselines3 import SAC, TD3
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.evaluation import evaluate_policy
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.noise import NormalActionNoise
+
+    torch.set_num_threads(1)
+    kwargs = dict(race(algo, env_id).sb3)
+    env = gym.make(env_id)
+    noise = kwargs.pop("noise_std", None)
+    if noise is not None:
+        n = env.action_space.shape[0]
+        kwargs["action_noise"] = NormalActionNoise(np.zeros(n), noise * np.ones(n))
+    kind = {"sac": SAC, "td3": TD3}[algo]
+    model = kind("MlpPolicy", env, seed=seed, device="cpu", verbose=0, **kwargs)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    eval_env = Monitor(gym.make(env_id))
+    eval_env.reset(seed=10_000 + seed)
+    out.mkdir(parents=True, exist_ok=True)
+    evals = open(out / "evals.csv", "w", encoding="utf-8", buffering=1)
+    evals.write("step,mean,std,episodes\n")
+    progress = open(out / "progress.csv", "w", encoding="utf-8", buffering=1)
+    progress.write("step,seconds,updates\n")
+    clock = {"start": time.perf_counter(), "evals": 0.0}
+
+    class Marks(BaseCallback):
+        def _on_step(self) -> bool:
+            step = self.num_timesteps
+            if step % log_every == 0:
+                spent = time.perf_counter() - clock["start"] - clock["evals"]
+                progress.write(f"{step},{spent:.3f},{model._n_updates}\n")
+            if step % eval_every == 0:
+                t0 = time.perf_counter()
+                mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10)
+                clock["evals"] += time.perf_counter() - t0
+                evals.write(f"{step},{mean:.4f},{std:.4f},10\n")
+            return True
+
+    model.learn(steps, callback=Marks())
+
+
+def _read_evals(path: Path) -> dict[int, float]:
+    if not path.exists():
+        return {}
+    with open(path, encoding="utf-8") as f:
+        return {int(r["step"]): float(r["mean"]) for r in csv.DictReader(f)}
+
+
+_LINE = re.compile(r"step ([\d,]+)/[\d,]+ \| SPS [\d,.]+ \| upd/s ([\d,.]+)")
+
+
+def _rate(rates: list[float]) -> float | None:
+    """The median update rate of the log intervals once learning runs (the first, which
+    straddles the start of learning, left out)."""
+    learning = [r for r in rates if r > 0][1:]
+    return statistics.median(learning) if learning else None
+
+
+def updates_per_s(run: Path) -> tuple[float | None, float | None]:
+    """``(rlamd, SB3)`` updates per second of one seed's runs (see :func:`_rate`)."""
+    ours = []
+    log = run / "rlamd.log"
+    if log.exists():
+        for m in _LINE.finditer(log.read_text(encoding="utf-8", errors="replace")):
+            ours.append(float(m.group(2).replace(",", "")))
+    theirs = []
+    progress = run / "sb3" / "progress.csv"
+    if progress.exists():
+        with open(progress, encoding="utf-8") as f:
+            rows = [(float(r["seconds"]), int(r["updates"])) for r in csv.DictReader(f)]
+        for (t0, u0), (t1, u1) in itertools.pairwise(rows):
+            theirs.append((u1 - u0) / max(t1 - t0, 1e-9))
+    return _rate(ours), _rate(theirs)
+
+
+def _cell(values: list[float]) -> str:
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.0f}"
+    return f"{statistics.mean(values):.0f}±{statistics.stdev(values):.0f}"
+
+
+def report_evals(out: Path, title: str = "") -> None:
+    """The table (mean evaluation return over the seeds at each evaluation both sides
+    reached, updates/s) and ``OUT/curves.png`` of a SAC or TD3 race in ``out``."""
+    runs = sorted(p for p in out.glob("seed*") if p.is_dir())
+    sides = {"rlamd": "rlamd", "SB3": "sb3"}
+    evals = {name: [_read_evals(r / d / "evals.csv") for r in runs] for name, d in sides.items()}
+    marks = sorted(set().union(*(e.keys() for es in evals.values() for e in es)))
+    rates = [updates_per_s(r) for r in runs]
+    print(
+        f"{title or out.name}: mean evaluation return over {len(runs)} seeds (mean±std), "
+        "10 episodes of the mean action each"
+    )
+    print(f"{'framework':<10}" + "".join(f"{m / 1000:>10g}k" for m in marks) + "    updates/s")
+    for i, name in enumerate(sides):
+        cells = [_cell([e[m] for e in evals[name] if m in e]) for m in marks]
+        ups = [r[i] for r in rates if r[i] is not None]
+        rate = f"{statistics.median(ups):9.1f}" if ups else "        -"
+        print(f"{name:<10}" + "".join(f"{c:>11}" for c in cells) + f"    {rate}")
+    ratios = [a / b for a, b in rates if a and b]
+    if ratios:
+        print(f"updates/s ratio rlamd/SB3 per seed: {', '.join(f'{r:.2f}' for r in ratios)}")
+    _chart(out, marks, evals, title or out.name)
+
+
+def _chart(out: Path, marks: list[int], evals: dict, title: str) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib is not installed: no chart)")
+        return
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, runs in evals.items():
+        xs = [m for m in marks if any(m in e for e in runs)]
+        values = [[e[m] for e in runs if m in e] for m in xs]
+        ax.plot(xs, [statistics.mean(v) for v in values], label=name)
+        ax.fill_between(xs, [min(v) for v in values], [max(v) for v in values], alpha=0.2)
+    ax.set(xlabel="env steps", ylabel="mean evaluation return", title=title)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "curves.png", dpi=120)
+    print(f"wrote {out / 'curves.png'}")
 
 
 def _mean_last_100(path: Path, step: int) -> float | None:
@@ -115,17 +332,69 @@ def _pinned(core: int, argv: list[str]) -> list[str]:
     return ["taskset", "-c", str(core), *argv] if shutil.which("taskset") else argv
 
 
+def _continuous(args: argparse.Namespace) -> int:
+    """A SAC or TD3 race, one seed after another (each: rlamd and SB3 side by side)."""
+    sets = race(args.algo, args.env).rlamd
+    codes = []
+    for seed in args.seeds:
+        run = args.out / f"seed{seed}"
+        run.mkdir(parents=True, exist_ok=True)
+        rlamd = [sys.executable, "-m", "rlamd.train", args.env, "--algo", args.algo]
+        rlamd += ["--steps", str(args.steps), "--seed", str(seed), "--threads", "1"]
+        rlamd += ["--eval-every", str(args.eval_every), "--logdir", str(run), "--run-name", "rlamd"]
+        rlamd += ["--set=train.eval_episodes=10", f"--set=train.log_every={args.log_every}"]
+        rlamd += [f"--set={s}" for s in (*sets, *args.set)]
+        sb3 = [sys.executable, __file__, "--sb3-child", "--algo", args.algo, "--env", args.env]
+        sb3 += ["--steps", str(args.steps), "--seeds", str(seed), "--out", str(run)]
+        sb3 += ["--eval-every", str(args.eval_every), "--log-every", str(args.log_every)]
+        start = time.time()
+        with open(run / "rlamd.log", "w", encoding="utf-8") as log:
+            procs = [
+                subprocess.Popen(_pinned(0, rlamd), stdout=log, stderr=subprocess.STDOUT),
+                subprocess.Popen(_pinned(1, sb3)),
+            ]
+            codes += [proc.wait() for proc in procs]
+        print(f"seed {seed}: both done in {(time.time() - start) / 60:.0f} min (exit {codes[-2:]})")
+    report_evals(args.out, f"{args.algo.upper()} on {args.env}")
+    return max(codes)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--steps", type=int, default=500_000)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--out", type=Path, default=Path("bench-out/dqn_vs_sb3"))
+    p.add_argument("--algo", choices=("dqn", "sac", "td3"), default="dqn")
+    p.add_argument("--env", default=None, help="a Box env for sac/td3 (default Pendulum-v1)")
+    p.add_argument("--steps", type=int, default=None, help="default: 500k (dqn), 20k")
+    p.add_argument("--seed", type=int, default=1, help="dqn's one seed")
+    p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3], help="sac/td3 seeds")
+    p.add_argument("--eval-every", type=int, default=2_000, help="sac/td3 evaluations")
+    p.add_argument("--log-every", type=int, default=1_000, help="sac/td3 progress rows")
+    p.add_argument("--out", type=Path, default=None)
     p.add_argument("--set", action="append", default=[], help="rlamd SECTION.KEY=VALUE")
     p.add_argument("--sb3-set", nargs="*", default=[], metavar="KEY=VALUE", help="SB3 kwargs")
     p.add_argument("--report", type=Path, help="print the table of an earlier OUT and exit")
     p.add_argument("--sb3-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
+    continuous = args.algo != "dqn"
+    args.env = args.env or ("Pendulum-v1" if continuous else "breakout")
+    args.steps = args.steps or (20_000 if continuous else 500_000)
+    args.out = args.out or Path(f"bench-out/{args.algo}_vs_sb3")
     overrides = dict(item.split("=", 1) for item in args.sb3_set)
+    if continuous:
+        if args.sb3_child:
+            _sb3_continuous(
+                args.algo,
+                args.env,
+                args.steps,
+                args.seeds[0],
+                args.out / "sb3",
+                args.eval_every,
+                args.log_every,
+            )
+            return 0
+        if args.report:
+            report_evals(args.report)
+            return 0
+        return _continuous(args)
     if args.sb3_child:
         _sb3_main(args.steps, args.seed, args.out / "sb3", overrides)
         return 0

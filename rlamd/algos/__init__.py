@@ -31,6 +31,8 @@ from rlamd.envs import make_env
 from .base import Algorithm
 from .dqn import DQN_ALGORITHM
 from .ppo import PPO_ALGORITHM
+from .sac import SAC_ALGORITHM
+from .td3 import TD3_ALGORITHM
 
 __all__ = [
     "ALGORITHMS",
@@ -81,6 +83,8 @@ def unregister(name: str) -> None:
 
 register(DQN_ALGORITHM)
 register(PPO_ALGORITHM)
+register(SAC_ALGORITHM)
+register(TD3_ALGORITHM)
 
 
 def _load(label: str, load) -> None:

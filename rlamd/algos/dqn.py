@@ -102,7 +102,7 @@ def discrete_actions(cfg: Any) -> None:
         "train",
         "algo",
         cfg.train.algo,
-        "ppo (its Gaussian policy takes Box actions)",
+        "ppo, sac or td3 (their policies take Box actions)",
         why=f"{cfg.train.env} has continuous actions, {space}; DQN needs Discrete ones",
     )
 

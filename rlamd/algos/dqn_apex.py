@@ -16,7 +16,6 @@ import torch
 
 from rlamd.agents.dqn import DQN
 from rlamd.envs import Step, VecEnv
-from rlamd.replay import PrioritizedReplayBuffer
 from rlamd.replay.nstep import gamma_powers, nstep_window
 
 from .base import obs_info
@@ -261,7 +260,7 @@ class ReplayShard:
                     chunk.final.get(t),
                     streams,
                 )
-        if chunk.priorities is not None and isinstance(shard, PrioritizedReplayBuffer):
+        if chunk.priorities is not None:  # a uniform sampler ignores them
             # Records still waiting for their n-step window stay unsampleable and get the
             # running max priority when they become sampleable.
             shard.update_priorities(

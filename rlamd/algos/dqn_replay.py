@@ -1,8 +1,10 @@
-"""The replay a DQN run uses: sized against the free memory before anything is allocated."""
+"""The replay an off-policy run uses (DQN, SAC, TD3): a storage for the env's observations
+and actions and the sampler its settings choose, sized against the free memory before
+anything is allocated."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -10,11 +12,36 @@ from rlamd.agents.dqn import DQNConfig
 from rlamd.config.errors import ConfigError
 from rlamd.envs import VecEnv
 from rlamd.hostalloc import host_free_bytes
-from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer, bytes_per_transition
+from rlamd.replay import (
+    Buffer,
+    PrioritizedSampler,
+    Sampler,
+    TransitionStorage,
+    UniformSampler,
+    bytes_per_transition,
+)
 
 from .base import obs_info
 
-__all__ = ["DEFAULT_BUFFER", "FREE_SHARE", "build_replay", "fit_capacity", "free_memory"]
+__all__ = [
+    "DEFAULT_BUFFER",
+    "FREE_SHARE",
+    "ReplaySettings",
+    "build_replay",
+    "fit_capacity",
+    "free_memory",
+]
+
+
+class ReplaySettings(Protocol):
+    """The settings a replay is built from (``DQNConfig``, SAC's and TD3's sections)."""
+
+    buffer_size: int | None
+    n_step: int
+    gamma: float
+    prioritized: bool
+    alpha: float
+    priority_eps: float
 
 
 DEFAULT_BUFFER: int = DQNConfig.buffer_size or 1_000_000
@@ -70,8 +97,16 @@ def fit_capacity(
     return requested
 
 
+def _action_layout(env: VecEnv) -> dict[str, Any]:
+    """How the storage keeps ``env``'s actions: discrete ones as small integers, a ``Box``
+    as ``(size,)`` float32 vectors."""
+    if env.continuous:
+        return {"action_shape": (env.actions.size,), "action_dtype": torch.float32}
+    return {"num_actions": env.num_actions}
+
+
 def build_replay(
-    cfg: DQNConfig,
+    cfg: ReplaySettings,
     env: VecEnv,
     device: torch.device,
     seed: int,
@@ -80,30 +115,35 @@ def build_replay(
     num_streams: int | None = None,
     capacity: int | None = None,
     setting: str = "dqn.buffer_size",
-) -> ReplayBuffer:
-    """The replay a DQN run uses for ``env``, its size checked against the free memory.
+) -> Buffer:
+    """The replay a run uses for ``env``, its size checked against the free memory: a
+    :class:`~rlamd.replay.TransitionStorage` and the sampler ``cfg.prioritized`` chooses.
 
     A Ray learner's shard passes its own ``num_streams`` (the envs of the rollout actors
     feeding it) and ``capacity`` (its share of ``cfg.buffer_size``).
     """
     shape, obs_dtype, stack = obs_info(env)
+    actions = _action_layout(env)
+    kind: type[UniformSampler] = PrioritizedSampler if cfg.prioritized else UniformSampler
     asked = capacity or cfg.buffer_size
-    per_t = bytes_per_transition(shape, obs_dtype, stack, env.num_actions, cfg.prioritized, asked)
+    per_t = bytes_per_transition(shape, obs_dtype, stack, sampler=kind, capacity=asked, **actions)
     capacity = fit_capacity(capacity or cfg.buffer_size, per_t, device, log, setting=setting)
-    kind: type[ReplayBuffer] = ReplayBuffer
-    extra: dict[str, Any] = {}
-    if cfg.prioritized:
-        kind, extra = PrioritizedReplayBuffer, {"alpha": cfg.alpha, "epsilon": cfg.priority_eps}
-    return kind(
+    storage = TransitionStorage(
         capacity,
         num_streams or env.num_envs,
         shape,
         obs_dtype,
         frame_stack=stack,
-        num_actions=env.num_actions,
         n_step=cfg.n_step,
         gamma=cfg.gamma,
         device=device,
-        seed=seed,
-        **extra,
+        **actions,
     )
+    sampler: Sampler = (
+        PrioritizedSampler(
+            storage.capacity, alpha=cfg.alpha, epsilon=cfg.priority_eps, device=device
+        )
+        if cfg.prioritized
+        else UniformSampler(storage.capacity, device=device)
+    )
+    return Buffer(storage, sampler, seed=seed)

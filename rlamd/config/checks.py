@@ -93,7 +93,8 @@ OPTIMIZER_CLIPS = ("max_grad_norm", "grad_clamp", "adam_eps")
 
 @rule
 def positive_clips(cfg: Any) -> None:
-    """Gradient clips and Adam's epsilon, in every algorithm's section that has them, are > 0.
+    """Gradient clips and Adam's epsilon, in every algorithm's section that has them, are > 0
+    (a clip may be none where its section allows it: no clipping).
 
     A negative norm clip turns every gradient around and a negative clamp makes
     ``clamp(-c, c)`` an empty range; torch refuses a negative Adam epsilon with a
@@ -101,7 +102,8 @@ def positive_clips(cfg: Any) -> None:
     """
     for section, obj in _algorithm_sections(cfg):
         for key in OPTIMIZER_CLIPS:
-            if hasattr(obj, key) and not getattr(obj, key) > 0:
+            value = getattr(obj, key, 1.0)
+            if value is not None and not value > 0:
                 raise bad_setting(section, key, getattr(obj, key), "a number > 0")
 
 

@@ -1,16 +1,17 @@
 """The replay trees' three backends: one class each, with the same methods, chosen once.
 
 A backend does every operation on a :class:`~rlamd.replay.segment_tree.SegmentTree` and
-on a sampler's trees (its sum tree, its min tree when prioritized, and its device state):
+on a sampler's :class:`Trees` (its sum tree, its min tree when prioritized, and its device
+state), which the sampler hands over as arguments; a backend never holds a sampler:
 
 ========================  =====================================================
 ``set(tree, idx, v)``     leaf writes (largest value wins) and ancestor repair
 ``find(tree, u)``         batched prefix-sum descent for float64 targets
-``activate(s, ret, act)`` retire records (0) and activate records (``p_max^alpha``)
-``draw(s, r, beta)``      stratified draw from uniforms ``r``; importance weights
+``activate(t, ret, act)`` retire records (0) and activate records (``p_max^alpha``)
+``draw(t, r, beta)``      stratified draw from uniforms ``r``; importance weights
                           ``(p_i / p_min)^-beta`` when ``beta`` (a 0-d float64
                           tensor) is given, else ``None``
-``update(s, idx, pr)``    new priorities ``(|pr| + eps)^alpha`` for drawn records
+``update(t, idx, pr)``    new priorities ``(|pr| + eps)^alpha`` for drawn records
 ========================  =====================================================
 
 * :class:`TorchBackend` -- plain tensor ops on any device, no host synchronisation: the
@@ -26,13 +27,53 @@ The samplers (:mod:`rlamd.replay.samplers`) hold a backend and never ask which o
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from . import numba_kernels as nb
 
-__all__ = ["BACKENDS", "NumbaBackend", "TorchBackend", "TritonBackend", "get_backend"]
+__all__ = [
+    "BACKENDS",
+    "NumbaBackend",
+    "TorchBackend",
+    "Trees",
+    "TritonBackend",
+    "get_backend",
+    "new_values",
+    "stratified",
+]
+
+
+class Trees(NamedTuple):
+    """What a sampler hands a backend: its trees and the device values its kernels read."""
+
+    sums: Any
+    """The sum tree (leaves ``p^alpha``; 1 or 0 when uniform)."""
+    mins: Any | None
+    """The min tree of a prioritized sampler (None when uniform)."""
+    state: torch.Tensor
+    """float64 ``[max priority (1 when uniform), priorities rejected]``."""
+    params: torch.Tensor
+    """float64 ``[alpha, epsilon, shrink]``."""
+    alpha: float
+    epsilon: float
+
+
+def new_values(t: Trees, n: int) -> torch.Tensor:
+    """Leaf value of ``n`` newly sampleable records: ``p_max^alpha`` (1 when uniform).
+
+    ``exp(alpha * log p)`` in float64, rounded once: every backend's rule for p^alpha.
+    """
+    return t.state[0].log().mul(t.alpha).exp().float().expand(n)
+
+
+def stratified(t: Trees, r: torch.Tensor) -> torch.Tensor:
+    """One target inside each of ``B`` equal slices of [0, total), in float64."""
+    n = r.numel()
+    total = t.sums.root().double()
+    u = (torch.arange(n, device=r.device, dtype=torch.float64) + r.double()) * (total / n)
+    return torch.minimum(u, total * t.params[2])
 
 
 class TorchBackend:
@@ -46,33 +87,33 @@ class TorchBackend:
     def find(self, tree: Any, u: torch.Tensor) -> torch.Tensor:
         return tree.descend(u)
 
-    def activate(self, s: Any, retired: torch.Tensor, activated: torch.Tensor) -> None:
+    def activate(self, t: Trees, retired: torch.Tensor, activated: torch.Tensor) -> None:
         idx = torch.cat([retired, activated])
-        new = s.new_values(activated.numel())
-        zeros = torch.zeros(retired.numel(), device=s.device)
-        s.tree.set(idx, torch.cat([zeros, new]))
-        if s.min_tree is not None:
-            s.min_tree.set(idx, torch.cat([zeros.add(math.inf), new]))
+        new = new_values(t, activated.numel())
+        zeros = torch.zeros(retired.numel(), device=t.sums.device)
+        t.sums.set(idx, torch.cat([zeros, new]))
+        if t.mins is not None:
+            t.mins.set(idx, torch.cat([zeros.add(math.inf), new]))
 
     def draw(
-        self, s: Any, r: torch.Tensor, beta: torch.Tensor | None
+        self, t: Trees, r: torch.Tensor, beta: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        idx = s.tree.find_prefix(s.stratified(r)).to(s.device)
+        idx = t.sums.find_prefix(stratified(t, r)).to(t.sums.device)
         if beta is None:
             return idx, None
         # Leaves hold p^alpha, so w_i / max_j w_j = (p_i^alpha / p_min^alpha)^-beta:
         # N and the total cancel. float64, rounded once, as in every backend.
-        ratio = s.tree.leaves[idx].double() / s.min_tree.root().double()
+        ratio = t.sums.leaves[idx].double() / t.mins.root().double()
         return idx, ratio.log().mul(-beta).exp().float()
 
-    def update(self, s: Any, idx: torch.Tensor, pr: torch.Tensor) -> None:
-        state, tree, mins = s.state, s.tree, s.min_tree
+    def update(self, t: Trees, idx: torch.Tensor, pr: torch.Tensor) -> None:
+        state, tree, mins = t.state, t.sums, t.mins
         ok = torch.isfinite(pr) & (pr >= 0)
         state[1] += (~ok).sum()
-        p = pr.double() + s.epsilon
+        p = pr.double() + t.epsilon
         keep = ok & (tree.leaves[idx] > 0)
         state[0] = torch.maximum(state[0], torch.where(keep, p, 0).amax())
-        pa = torch.where(keep, p, 1.0).log().mul(s.alpha).exp().float()
+        pa = torch.where(keep, p, 1.0).log().mul(t.alpha).exp().float()
         # A dropped priority keeps the record's current value.
         tree.set(idx, torch.where(keep, pa, tree.leaves[idx]))
         mins.set(idx, torch.where(keep, pa, mins.leaves[idx]))
@@ -102,19 +143,19 @@ class NumbaBackend(TorchBackend):
         return out
 
     def draw(
-        self, s: Any, r: torch.Tensor, beta: torch.Tensor | None
+        self, t: Trees, r: torch.Tensor, beta: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if beta is None:
-            return super().draw(s, r, None)
-        n, t = r.numel(), s.tree
+            return super().draw(t, r, None)
+        n, s = r.numel(), t.sums
         idx = torch.empty(n, dtype=torch.long)
         w = torch.empty(n, dtype=torch.float32)
         nb._nb_stratified_sample(
-            t.flat.numpy(),
-            s.min_tree.flat.numpy(),
-            t.offsets,
-            t.arity,
-            t.depth,
+            s.flat.numpy(),
+            t.mins.flat.numpy(),
+            s.offsets,
+            s.arity,
+            s.depth,
             r.numpy(),
             float(beta),  # a CPU tensor: read once per draw, no device to wait for
             idx.numpy(),
@@ -122,19 +163,19 @@ class NumbaBackend(TorchBackend):
         )
         return idx, w
 
-    def update(self, s: Any, idx: torch.Tensor, pr: torch.Tensor) -> None:
-        t = s.tree
+    def update(self, t: Trees, idx: torch.Tensor, pr: torch.Tensor) -> None:
+        s = t.sums
         nb._nb_priority_update(
-            t.flat.numpy(),
-            s.min_tree.flat.numpy(),
-            t.offsets,
-            t.arity,
-            t.depth,
+            s.flat.numpy(),
+            t.mins.flat.numpy(),
+            s.offsets,
+            s.arity,
+            s.depth,
             idx.numpy(),
             pr.contiguous().numpy(),
-            s.alpha,
-            s.epsilon,
-            s.state.numpy(),
+            t.alpha,
+            t.epsilon,
+            t.state.numpy(),
         )
 
 
@@ -149,54 +190,54 @@ class TritonBackend(TorchBackend):
         if idx.numel() <= triton_trees.MAX_FUSED:
             triton_trees.write(tree, None, idx, values)
         else:
-            tree._write_leaves(idx, values)
+            tree.write_leaves(idx, values)
             triton_trees.rebuild(tree)
 
-    def activate(self, s: Any, retired: torch.Tensor, activated: torch.Tensor) -> None:
+    def activate(self, t: Trees, retired: torch.Tensor, activated: torch.Tensor) -> None:
         from . import triton_trees
 
         n = retired.numel() + activated.numel()
         if n > triton_trees.MAX_FUSED:  # bulk: the generic path, a launch per level
-            super().activate(s, retired, activated)
+            super().activate(t, retired, activated)
             return
         # An empty tensor may have no storage: give the kernel a real (unread) pointer.
         first = retired if retired.numel() else activated
         second = activated if activated.numel() else retired
         triton_trees.write(
-            s.tree,
-            s.min_tree,
+            t.sums,
+            t.mins,
             first,
             None,
             mode=triton_trees.ACTIVATE,
             aux=second,
             n=n,
             n_first=retired.numel(),
-            state=s.state,
-            params=s.params,
+            state=t.state,
+            params=t.params,
         )
 
     def draw(
-        self, s: Any, r: torch.Tensor, beta: torch.Tensor | None
+        self, t: Trees, r: torch.Tensor, beta: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         from . import triton_trees
 
-        min_tree = s.min_tree if beta is not None else None
-        return triton_trees.sample(s.tree, min_tree, r, beta, s.params[2:])
+        min_tree = t.mins if beta is not None else None
+        return triton_trees.sample(t.sums, min_tree, r, beta, t.params[2:])
 
-    def update(self, s: Any, idx: torch.Tensor, pr: torch.Tensor) -> None:
+    def update(self, t: Trees, idx: torch.Tensor, pr: torch.Tensor) -> None:
         from . import triton_trees
 
         if idx.numel() > triton_trees.MAX_FUSED:
-            super().update(s, idx, pr)
+            super().update(t, idx, pr)
             return
         triton_trees.write(
-            s.tree,
-            s.min_tree,
+            t.sums,
+            t.mins,
             idx,
             pr.contiguous(),
             mode=triton_trees.PRIORITY,
-            state=s.state,
-            params=s.params,
+            state=t.state,
+            params=t.params,
         )
 
 

@@ -15,34 +15,73 @@ sampling is one batched stratified descent on the device whatever the distributi
 
 from __future__ import annotations
 
+import math
+from typing import Protocol
+
 import torch
 
+from .backends import Trees, new_values, stratified
 from .segment_tree import SegmentTree
 
 # The stratified draw stays this fraction below the total, so rounding never lands past it.
 _SHRINK = 1 - 1e-6
 
-__all__ = ["PrioritizedSampler", "UniformSampler"]
+__all__ = ["PrioritizedSampler", "Sampler", "UniformSampler", "tree_nodes"]
+
+TREE_ARITY: int = SegmentTree.__init__.__kwdefaults__["arity"]
+"""Children per node of the samplers' trees (:class:`SegmentTree`'s default)."""
+
+
+def tree_nodes(capacity: int, arity: int = TREE_ARITY) -> int:
+    """Nodes (float32 each) of one :class:`SegmentTree` over ``capacity`` leaves,
+    the leaf level padded to ``arity**depth``."""
+    depth = max(1, math.ceil(math.log(capacity, arity) - 1e-9))
+    while arity**depth < capacity:
+        depth += 1
+    return sum(arity**level for level in range(depth + 1))
+
+
+class Sampler(Protocol):
+    """What a :class:`rlamd.replay.Buffer` needs of its sampler (either one below)."""
+
+    capacity: int
+    device: torch.device
+
+    def activate(self, retired: torch.Tensor, activated: torch.Tensor) -> None: ...
+    def sample(
+        self,
+        batch_size: int,
+        generator: torch.Generator | None = None,
+        beta: float | torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def update(self, idx: torch.Tensor, priorities: torch.Tensor) -> None: ...
+    def nbytes(self) -> int: ...
+    def clear(self) -> None: ...
+    def state_dict(self) -> dict: ...
+    def load_state_dict(self, state: dict) -> None: ...
 
 
 class UniformSampler:
     """Every sampleable record equally likely; weights are 1.
 
-    Sampling and activation go through the trees' backend (:mod:`rlamd.replay.backends`),
-    chosen once from ``backend``; the same code serves prioritized sampling, where the
-    leaves hold ``p^alpha`` instead of 1 (:class:`PrioritizedSampler`).
+    A sampler owns its trees and their backend (:mod:`rlamd.replay.backends`, chosen once
+    from ``backend``) and hands the backend its :class:`~rlamd.replay.backends.Trees`;
+    a buffer tells it which records became sampleable or stopped being so. The same
+    code serves prioritized sampling, where the leaves hold ``p^alpha`` instead of 1
+    (:class:`PrioritizedSampler`).
 
     Args:
         capacity: records in the storage.
         device, backend: as for :class:`SegmentTree`.
     """
 
-    prioritized = False
-    """Whether the sampler keeps priorities (and a min tree for the weights)."""
+    TREES = 1
+    """Trees kept over the records (a sum tree)."""
 
     def __init__(
         self, capacity: int, *, device: torch.device | str = "cpu", backend: str = "auto"
     ) -> None:
+        self.capacity = capacity
         self.tree = SegmentTree(capacity, "sum", device=device, backend=backend)
         self.min_tree: SegmentTree | None = None
         self.device = self.tree.device
@@ -52,19 +91,44 @@ class UniformSampler:
         # [max priority or 1, rejected] and [alpha, epsilon, shrink], read by the kernels.
         self.state = torch.tensor([1.0, 0.0], dtype=torch.float64, device=self.device)
         self.params = torch.tensor([1.0, 0.0, _SHRINK], dtype=torch.float64, device=self.device)
+        self._trees = Trees(self.tree, None, self.state, self.params, 1.0, 0.0)
+
+    @classmethod
+    def bytes_per_record(cls, capacity: int | None = None) -> float:
+        """Device bytes of this sampler's trees per record of a storage of ``capacity``
+        (``None``: the share without padding, ``4 * arity / (arity - 1)`` per tree,
+        exact when ``capacity`` is a power of the arity)."""
+        if capacity is None:
+            return cls.TREES * 4.0 * TREE_ARITY / (TREE_ARITY - 1)
+        return cls.TREES * 4.0 * tree_nodes(capacity) / capacity
+
+    def nbytes(self) -> int:
+        """Device bytes this sampler's trees hold."""
+        trees = (self.tree, self.min_tree)
+        return sum(t.nbytes() for t in trees if t is not None)
 
     def new_values(self, n: int) -> torch.Tensor:
-        """Leaf value of ``n`` newly sampleable records: ``p_max^alpha`` (1 when uniform).
+        """Leaf value of ``n`` newly sampleable records (1 when uniform, ``p_max^alpha``
+        when prioritized; :func:`rlamd.replay.backends.new_values`)."""
+        return new_values(self._trees, n)
 
-        ``exp(alpha * log p)`` in float64, rounded once: every backend's rule for p^alpha.
-        """
-        return self.state[0].log().mul(self.alpha).exp().float().expand(n)
+    def stratified(self, r: torch.Tensor) -> torch.Tensor:
+        """One float64 target inside each of ``B`` equal slices of the total."""
+        return stratified(self._trees, r)
 
     def activate(self, retired: torch.Tensor, activated: torch.Tensor) -> None:
         """Mark records unsampleable (``retired``) and sampleable (``activated``)."""
         retired = retired.reshape(-1).to(self.device, torch.long)
         activated = activated.reshape(-1).to(self.device, torch.long)
-        self.backend.activate(self, retired, activated)
+        self.backend.activate(self._trees, retired, activated)
+
+    def clear(self) -> None:
+        """No record sampleable, the running maximum back to 1: a new sampler's state,
+        in place (a captured graph keeps reading the same tensors)."""
+        for tree in (self.tree, self.min_tree):
+            if tree is not None:
+                tree.flat.fill_(tree.fill)
+        self.state.copy_(torch.tensor([1.0, 0.0], dtype=torch.float64))
 
     def _uniforms(
         self, batch_size: int, generator: torch.Generator | None, uniforms: torch.Tensor | None
@@ -76,13 +140,6 @@ class UniformSampler:
                 f"uniforms has shape {tuple(uniforms.shape)}; accepted: ({batch_size},)"
             )
         return uniforms.to(self.device, torch.float32)
-
-    def stratified(self, r: torch.Tensor) -> torch.Tensor:
-        """One target inside each of ``B`` equal slices of [0, total), in float64."""
-        n = r.numel()
-        total = self.tree.root().double()
-        u = (torch.arange(n, device=self.device, dtype=torch.float64) + r.double()) * (total / n)
-        return torch.minimum(u, total * self.params[2])
 
     def sample(
         self,
@@ -102,7 +159,7 @@ class UniformSampler:
             uniforms: ``batch_size`` numbers in [0, 1), one per stratum.
         """
         r = self._uniforms(batch_size, generator, uniforms)
-        idx, _ = self.backend.draw(self, r, None)
+        idx, _ = self.backend.draw(self._trees, r, None)
         return idx, torch.ones(batch_size, device=self.device)
 
     def update(self, idx: torch.Tensor, priorities: torch.Tensor) -> None:
@@ -128,7 +185,8 @@ class PrioritizedSampler(UniformSampler):
             counted in :attr:`rejected`.
     """
 
-    prioritized = True
+    TREES = 2
+    """A sum tree to draw from and a min tree for the largest weight."""
 
     def __init__(
         self,
@@ -149,6 +207,7 @@ class PrioritizedSampler(UniformSampler):
         self.alpha, self.epsilon = alpha, epsilon
         self.validate = self.device.type == "cpu" if validate is None else validate
         self.params[0], self.params[1] = alpha, epsilon
+        self._trees = Trees(self.tree, self.min_tree, self.state, self.params, alpha, epsilon)
         self._beta = torch.zeros((), dtype=torch.float64, device=self.device)
 
     @property
@@ -189,7 +248,7 @@ class PrioritizedSampler(UniformSampler):
         else:
             b = self._beta.fill_(beta)
         r = self._uniforms(batch_size, generator, uniforms)
-        idx, weights = self.backend.draw(self, r, b)
+        idx, weights = self.backend.draw(self._trees, r, b)
         return idx, weights
 
     def update(self, idx: torch.Tensor, priorities: torch.Tensor) -> None:
@@ -207,7 +266,7 @@ class PrioritizedSampler(UniformSampler):
                 raise ValueError(
                     f"priorities must be finite and >= 0; got {bad} (first bad values)"
                 )
-        self.backend.update(self, idx, pr)
+        self.backend.update(self._trees, idx, pr)
 
     def state_dict(self) -> dict:
         return {

@@ -267,7 +267,7 @@ class SegmentTree:
 
     def repair(self, idx: torch.Tensor, values: torch.Tensor) -> None:
         """The torch reference of :meth:`set`: leaf writes, then one gather per level."""
-        self._write_leaves(idx, values)
+        self.write_leaves(idx, values)
         node = idx
         for level in range(self.depth - 1, -1, -1):
             node = torch.div(node, self.arity, rounding_mode="floor")
@@ -275,7 +275,9 @@ class SegmentTree:
             # Duplicate parents receive identical values, so the write is deterministic.
             self.levels[level].index_copy_(0, node, agg)
 
-    def _write_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+    def write_leaves(self, idx: torch.Tensor, values: torch.Tensor) -> None:
+        """Leaf writes only (duplicates: the largest wins); the caller repairs the parents
+        (a bulk Triton write rebuilds the whole tree after)."""
         leaves = self.leaves
         leaves.index_fill_(0, idx, -math.inf)
         leaves.scatter_reduce_(0, idx, values, reduce="amax", include_self=True)

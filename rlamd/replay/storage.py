@@ -21,11 +21,22 @@ handed to a sampler as index writes; sampling itself runs entirely on the device
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
 
 import numpy as np
 import torch
 
+from .layout import (
+    END,
+    FIRST,
+    NOT_SAMPLEABLE,
+    TERMINAL,
+    Window,
+    layout,
+    min_records_per_stream,
+    records_per_stream,
+    unsampleable_per_stream,
+    zeros,
+)
 from .nstep import gamma_powers, nstep_window
 
 __all__ = [
@@ -34,45 +45,6 @@ __all__ = [
     "min_records_per_stream",
     "unsampleable_per_stream",
 ]
-
-FIRST, TERMINAL, END, NOT_SAMPLEABLE = 1, 2, 4, 8
-
-
-class Window(NamedTuple):
-    """n-step quantities for a batch of sampled records (all device tensors)."""
-
-    returns: torch.Tensor
-    """sum_j gamma^j r_{t+j} over the steps taken (float32)."""
-    discounts: torch.Tensor
-    """gamma^m, m the steps taken; 0 where the window ended in a terminal."""
-    next_index: torch.Tensor
-    """flat index of the record whose stack is the bootstrap observation."""
-
-
-def min_records_per_stream(n_step: int, frame_stack: int) -> int:
-    """Records a stream needs at least: its unsampleable ones, a record to sample and
-    room for an episode's FINAL record (``n_step + frame_stack + 2``)."""
-    return n_step + frame_stack + 2
-
-
-def unsampleable_per_stream(n_step: int, frame_stack: int) -> int:
-    """Records of each stream that are never sampleable at once: those whose n-step
-    window or frame stack is incomplete (``n_step + frame_stack - 1``)."""
-    return n_step + frame_stack - 1
-
-
-def _zeros(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Zeros that cost nothing until written, on the host: ``torch.zeros`` writes every byte
-    (a million Atari frames, 7 GB: 25 s before a run's first line); numpy takes zero pages
-    from the OS as the ring fills. The memory check before a run counts the whole ring."""
-    if device.type == "cpu":
-        try:
-            np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
-        except TypeError:  # no numpy twin (bfloat16): zero it the torch way
-            pass
-        else:
-            return torch.from_numpy(np.zeros(shape, dtype=np_dtype))
-    return torch.zeros(shape, dtype=dtype, device=device)
 
 
 class TransitionStorage:
@@ -85,9 +57,14 @@ class TransitionStorage:
         obs_dtype: observation dtype (``torch.uint8`` for Atari).
         frame_stack: ``k`` > 1 stores only the newest of ``k`` stacked frames
             (``obs_shape[0] == k``); 1 stores whole observations.
-        num_actions: for the action dtype (uint8 up to 256 actions, else int32).
+        num_actions: discrete actions: for their dtype (uint8 up to 256, else int32).
         n_step, gamma: n-step return settings.
         device: where the tensors live.
+        action_shape: one action's shape: ``()`` for a discrete action (the default),
+            ``(d,)`` for a ``Box`` of ``d`` floats, or any other shape.
+        action_dtype: the stored action dtype (default: from ``num_actions`` when
+            ``action_shape`` is ``()``, else float32). A sampled batch holds discrete
+            actions as int64 and continuous ones in this dtype.
     """
 
     def __init__(
@@ -102,41 +79,30 @@ class TransitionStorage:
         n_step: int = 1,
         gamma: float = 0.99,
         device: torch.device | str = "cpu",
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype | None = None,
     ) -> None:
-        if capacity <= 0:
-            raise ValueError(f"capacity={capacity}; accepted: an integer > 0")
-        if num_streams <= 0:
-            raise ValueError(f"num_streams={num_streams}; accepted: an integer > 0")
-        if n_step < 1:
-            raise ValueError(f"n_step={n_step}; accepted: an integer >= 1")
-        if not 0.0 <= gamma <= 1.0:
-            raise ValueError(f"gamma={gamma}; accepted: a number in [0, 1]")
-        if frame_stack > 1 and (len(obs_shape) < 2 or obs_shape[0] != frame_stack):
-            raise ValueError(
-                f"frame_stack={frame_stack} needs observations shaped (k={frame_stack}, ...); "
-                f"got obs_shape={obs_shape}"
-            )
-        per_stream = capacity // num_streams
-        minimum = min_records_per_stream(n_step, frame_stack)
-        if per_stream < minimum:
-            raise ValueError(
-                f"capacity={capacity} gives {per_stream} records per stream for "
-                f"{num_streams} streams; accepted: at least {minimum * num_streams} "
-                f"(n_step + frame_stack + 2 = {minimum} per stream)"
-            )
+        per_stream = records_per_stream(
+            capacity, num_streams, obs_shape, frame_stack, n_step, gamma
+        )
         self.device = torch.device(device)
         self.num_streams, self.per_stream = num_streams, per_stream
         self.capacity = per_stream * num_streams
         self.obs_shape, self.obs_dtype = tuple(obs_shape), obs_dtype
         self.frame_stack, self.n_step, self.gamma = frame_stack, n_step, gamma
         self.num_actions = num_actions
-        frame_shape, action_dtype = self._layout(self.obs_shape, frame_stack, num_actions)
+        self.action_shape = tuple(action_shape)
+        frame_shape, action_dtype = layout(
+            self.obs_shape, frame_stack, num_actions, self.action_shape, action_dtype
+        )
+        self.action_dtype = action_dtype
         self._np_obs_dtype = torch.empty(0, dtype=obs_dtype).numpy().dtype
+        self._np_action_dtype = torch.empty(0, dtype=action_dtype).numpy().dtype
         dev = self.device
-        self.frames = _zeros((self.capacity, *frame_shape), obs_dtype, dev)
-        self.actions = _zeros((self.capacity,), action_dtype, dev)
-        self.rewards = _zeros((self.capacity,), torch.float32, dev)
-        self.flags = _zeros((self.capacity,), torch.uint8, dev)
+        self.frames = zeros((self.capacity, *frame_shape), obs_dtype, dev)
+        self.actions = zeros((self.capacity, *self.action_shape), action_dtype, dev)
+        self.rewards = zeros((self.capacity,), torch.float32, dev)
+        self.flags = zeros((self.capacity,), torch.uint8, dev)
         self._gamma_pow = gamma_powers(gamma, n_step, dev)
         self._steps = torch.arange(n_step, device=dev)
         self._back = torch.arange(-(frame_stack - 1), 1, device=dev)
@@ -154,22 +120,23 @@ class TransitionStorage:
         self.size = 0
 
     # ------------------------------------------------------------------ writing
-    @staticmethod
-    def _layout(
-        obs_shape: tuple[int, ...], frame_stack: int, num_actions: int
-    ) -> tuple[tuple[int, ...], torch.dtype]:
-        """Shape of one stored frame and the action dtype."""
-        frame_shape = tuple(obs_shape[1:]) if frame_stack > 1 else tuple(obs_shape)
-        return frame_shape, torch.uint8 if num_actions <= 256 else torch.int32
-
     @classmethod
     def record_bytes(
-        cls, obs_shape: tuple[int, ...], obs_dtype: torch.dtype, frame_stack: int, num_actions: int
+        cls,
+        obs_shape: tuple[int, ...],
+        obs_dtype: torch.dtype,
+        frame_stack: int,
+        num_actions: int,
+        action_shape: tuple[int, ...] = (),
+        action_dtype: torch.dtype | None = None,
     ) -> int:
         """Bytes of one record (frame, action, float32 reward, uint8 flags) for this layout."""
-        frame_shape, action_dtype = cls._layout(obs_shape, frame_stack, num_actions)
+        frame_shape, action_dtype = layout(
+            obs_shape, frame_stack, num_actions, action_shape, action_dtype
+        )
         frame = math.prod(frame_shape) * torch.empty(0, dtype=obs_dtype).element_size()
-        return frame + torch.empty(0, dtype=action_dtype).element_size() + 4 + 1
+        action = math.prod(action_shape) * torch.empty(0, dtype=action_dtype).element_size()
+        return frame + action + 4 + 1
 
     def bytes_per_record(self) -> int:
         tensors = (self.frames, self.actions, self.rewards, self.flags)
@@ -194,7 +161,11 @@ class TransitionStorage:
         self.frames.index_copy_(0, index, torch.as_tensor(frames).to(dev, self.obs_dtype))
         self.flags.index_copy_(0, index, torch.from_numpy(flags.astype(np.uint8)).to(dev))
         if actions is not None:
-            acts = torch.from_numpy(np.asarray(actions).astype(np.int64)).to(dev)
+            if self.actions.is_floating_point():
+                acts = torch.from_numpy(np.asarray(actions, dtype=self._np_action_dtype))
+            else:
+                acts = torch.from_numpy(np.asarray(actions).astype(np.int64))
+            acts = acts.reshape(-1, *self.action_shape).to(dev)
             self.actions.index_copy_(0, index, acts.to(self.actions.dtype))
         if rewards is not None:
             rew = torch.from_numpy(np.asarray(rewards, dtype=np.float32)).to(dev)
@@ -228,7 +199,8 @@ class TransitionStorage:
 
         Args:
             obs: observations the actions were taken in, ``(S, *obs_shape)``.
-            actions, rewards: ``(S,)``.
+            actions: ``(S, *action_shape)`` (``(S,)`` for discrete actions).
+            rewards: ``(S,)``.
             terminated: ``(S,)`` bool, no bootstrapping past this step.
             done: ``(S,)`` bool, the episode ended and the env was reset.
             final_obs: ``(S, *obs_shape)``, the last observations of ended episodes (rows
@@ -298,8 +270,10 @@ class TransitionStorage:
             )
         if obs.dtype != self._np_obs_dtype:
             raise ValueError(f"obs dtype {obs.dtype} does not match the buffer's {self.obs_dtype}")
+        want = (S, *self.action_shape)
+        if np.shape(actions) != want:
+            raise ValueError(f"actions has shape {np.shape(actions)}; expected {want}")
         for name, arr in (
-            ("actions", actions),
             ("rewards", rewards),
             ("terminated", terminated),
             ("done", done),
@@ -361,6 +335,11 @@ class TransitionStorage:
         return np.concatenate(activated)
 
     # ------------------------------------------------------------------ reading
+    def read_actions(self, index: torch.Tensor) -> torch.Tensor:
+        """Actions of flat records ``index``: int64 when discrete, else the stored dtype."""
+        acts = self.actions[index]
+        return acts if acts.is_floating_point() else acts.long()
+
     def stacks(self, index: torch.Tensor) -> torch.Tensor:
         """Observations ending at flat records ``index``: ``(B, *obs_shape)``, on the device."""
         if self.frame_stack == 1:
@@ -395,6 +374,7 @@ class TransitionStorage:
             "capacity": self.capacity,
             "num_streams": self.num_streams,
             "obs_shape": list(self.obs_shape),
+            "action_shape": list(self.action_shape),
             "frame_stack": self.frame_stack,
             "n_step": self.n_step,
             "gamma": self.gamma,
@@ -432,6 +412,12 @@ class TransitionStorage:
             raise ValueError(
                 f"replay state has obs_shape={tuple(state['obs_shape'])}, "
                 f"this buffer has {self.obs_shape}"
+            )
+        saved_actions = tuple(state.get("action_shape", ()))
+        if saved_actions != self.action_shape:
+            raise ValueError(
+                f"replay state has action_shape={saved_actions}, "
+                f"this buffer has {self.action_shape}"
             )
         contents = state["contents"]
         for name in ("frames", "actions", "rewards", "flags"):

@@ -1,0 +1,39 @@
+"""TD3 as an algorithm (``--algo td3``): its settings, presets and capture site, on the
+off-policy machinery it shares with SAC (:mod:`rlamd.algos.continuous`); the update is
+:mod:`rlamd.agents.td3`'s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlamd.agents.td3 import TD3, TD3Config
+
+from .continuous import ContinuousQAlgorithm, capture_continuous
+
+__all__ = ["TD3_ALGORITHM", "capture_td3"]
+
+PRESETS: dict[str, dict[str, dict[str, Any]]] = {
+    # Box actions: the RL Zoo's TD3 for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/td3.yml
+    # at d29756c4, "mujoco-defaults": 1M steps, 10k random steps, Gaussian noise 0.1,
+    # lr 1e-3, batch 256, [400, 300]), which are TD3Config's defaults. CleanRL's
+    # td3_continuous_action.py differs in lr 3e-4, 256-unit layers and 25k random steps.
+    "continuous": {
+        "train": {
+            "steps": 1_000_000,
+            "num_envs": 1,
+            "eval_every": 50_000,
+            "checkpoint_every": 50_000,
+            "log_every": 5_000,
+            "eval_episodes": 10,
+        },
+        "td3": {},
+    },
+}
+
+
+def capture_td3(agent: TD3, mode: str, log=None) -> TD3:
+    """The one site where TD3's ``act`` and ``learn_step`` become CUDA/HIP graphs."""
+    return capture_continuous(agent, mode, log)
+
+
+TD3_ALGORITHM = ContinuousQAlgorithm("td3", TD3, TD3Config, PRESETS, capture_td3)
