@@ -3,13 +3,13 @@
 Each section's own ``__post_init__`` checks its fields one by one, and
 :func:`rlamd.config.values.check_fields` adds what every section shares (finite floats, no
 negative ints) as each section is built. What is left lives here: values that only make
-sense together (epsilon and beta schedules, a Ray layout), limits of the libraries below
+sense together (a Ray layout, seeds over all envs), limits of the libraries below
 rlamd (ALE's 32-bit seeds, the Nature CNN's smallest frame), what every algorithm's
 section shares (positive clips, non-empty layers: each registered section that has the
 field), and, in
 :mod:`rlamd.config.device_checks`, a device and precision that go together on this
 machine. What an algorithm needs of the settings (a batch its replay can hold, minibatches
-that split a rollout evenly) is that algorithm's own ``check`` (``rlamd.algos``), which
+that split a rollout evenly, schedules that run forward) is that algorithm's own ``check`` (``rlamd.algos``), which
 :func:`check_run` calls: no check here branches on the algorithm's name.
 
 Each failure is a :class:`rlamd.config.errors.ConfigError` in the one-line shape
