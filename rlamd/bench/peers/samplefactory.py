@@ -84,14 +84,19 @@ def _argv(rec: Recipe, env: str, folder: Path, seed: int, steps: int, device: st
 class _Child:
     """The child process and its progress: (time, env steps) from each progress line."""
 
-    def __init__(self, cmd: list[str], log: Path, threads: int | None = None) -> None:
+    def __init__(
+        self, cmd: list[str], log: Path, threads: int | None = None, group: bool = False
+    ) -> None:
+        """``group``: its own process group (held with SIGSTOP between throughput windows);
+        else it stays in the caller's, so a race's SIGINT or SIGKILL of the group reaches it."""
         env = dict(os.environ)
         if threads:
             env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         self.log = open(log, "w", encoding="utf-8")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     env=env, start_new_session=True)  # fmt: skip
+                                     env=env, start_new_session=group)  # fmt: skip
         self.progress: list[tuple[float, int]] = []
+        self.group = group
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -108,7 +113,7 @@ class _Child:
 
     def signal(self, sig: int) -> None:
         try:
-            os.killpg(self.proc.pid, sig)
+            os.killpg(self.proc.pid, sig) if self.group else self.proc.send_signal(sig)
         except ProcessLookupError:
             pass
 
@@ -148,7 +153,9 @@ class SampleFactory(BasePeer):
         import tempfile
 
         folder = Path(tempfile.mkdtemp(prefix="rlamd-sf-"))
-        child = _Child(_argv(rec, env, folder, 0, 10**9, str(device), 0), folder / "log.txt")
+        child = _Child(
+            _argv(rec, env, folder, 0, 10**9, str(device), 0), folder / "log.txt", group=True
+        )
         deadline = time.monotonic() + 300
         while child.steps() < 2 * settings.per_rollout:  # warm-up: started, past the first updates
             if child.proc.poll() is not None or time.monotonic() > deadline:
