@@ -246,7 +246,14 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     ray, tune = _ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=verbose > 1)
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, log_to_driver=verbose > 1)
+        except Exception as exc:  # a local Ray that could not start (an overloaded machine)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SweepError(
+                f"Ray did not start: {first}. Nothing ran; try again with: python -m "
+                f"rlamd.sweep --resume {folder.path}"
+            ) from None
     sweep_dir = folder.path
     print(f"rlamd: sweep of {plan_.trials} trials -> {sweep_dir}", flush=True)
     status = 0
