@@ -10,7 +10,7 @@ _COMMANDS = {
     "evaluate": ("rlamd.evaluate", "real game scores of a trained run"),
     "doctor": ("rlamd.doctor.__main__", "why the GPU is not usable, and the fix"),
     "bench": ("rlamd.bench.__main__", "speed benchmarks, with installed peers side by side"),
-    "sweep": ("rlamd.sweep.__main__", "seeds and hyperparameter sweeps on Ray Tune, with IQM tables"),
+    "sweep": ("rlamd.sweep.__main__", "seeds and searches on Ray Tune, with IQM tables"),
 }
 
 

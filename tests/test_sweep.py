@@ -142,6 +142,7 @@ def _fake_trial(sweep: Path, cid: str, lr: str, seed: int, final: float, status=
 
 
 def test_the_report_reads_the_folder_alone(tmp_path):
+    pytest.importorskip("scipy")  # the IQM and its interval (scripts/setup.sh --dev has it)
     p = plan(["cartpole"], CARTPOLE, seeds=3, grid=parse_grid(["ppo.lr=1e-4,1e-3"]), name="s")
     sweep = tmp_path / "s"
     sweep.mkdir()
@@ -183,3 +184,16 @@ def test_resume_refuses_new_settings_and_a_folder_that_is_no_sweep(tmp_path, cap
     assert "is not a sweep folder" in capsys.readouterr().err
     assert cli.main(["--resume", str(tmp_path), "--grid", "ppo.lr=1e-3"]) == 2
     assert "--resume DIR alone" in capsys.readouterr().err
+
+
+def test_the_cli_explains_itself_and_import_rlamd_stays_light():
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-m", "rlamd.sweep", "--help"], capture_output=True, text=True
+    )
+    assert out.returncode == 0 and "--seeds" in out.stdout and "--gpus-per-trial" in out.stdout
+    code = "import sys, rlamd; print('rlamd.sweep' in sys.modules, callable(rlamd.sweep))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"]

@@ -65,7 +65,8 @@ def plot_curves(groups: list[Any], path: Path, title: str = "") -> str:
     drawn = 0
     for g in groups:
         curves = [read_progress(Path(t["run_dir"])) for t in g.trials]
-        label = f"{g.id} (n={sum(len(c) >= 2 for c in curves)})"
+        what = " ".join(f"{k}={v}" for k, v in g.settings.items())
+        label = f"{g.id} {what[:40]} (n={sum(len(c) >= 2 for c in curves)})"
         for ax, column in zip(axes, (0, 1), strict=True):
             x, rows, _ = aggregate(curves, column)
             if not len(x):

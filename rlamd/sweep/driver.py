@@ -246,7 +246,14 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     ray, tune = _ray()
     started = not ray.is_initialized()
     if started:
-        ray.init(include_dashboard=False, configure_logging=False, log_to_driver=verbose > 1)
+        try:
+            ray.init(include_dashboard=False, configure_logging=False, log_to_driver=verbose > 1)
+        except Exception as exc:  # a local Ray that could not start (an overloaded machine)
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SweepError(
+                f"Ray did not start: {first}. Nothing ran; try again with: python -m "
+                f"rlamd.sweep --resume {folder.path}"
+            ) from None
     sweep_dir = folder.path
     print(f"rlamd: sweep of {plan_.trials} trials -> {sweep_dir}", flush=True)
     status = 0
@@ -258,9 +265,11 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
             mark = text.rfind(f"{TrialFailed.__name__}: ")
             text = text[mark + len(TrialFailed.__name__) + 2 :] if mark >= 0 else text
             print(f"rlamd: trial failed: {text}", file=sys.stderr, flush=True)
-        # an interrupted experiment returns with trials neither terminated nor errored
+        # an interrupted experiment returns with trials unmade, or neither terminated nor
+        # errored; or, without a scheduler to stop them early, with trials not done
         ended = results.num_terminated + results.num_errors
-        status = 130 if ended < len(results) else (1 if failed else 0)
+        cut = ended < len(results) or len(results) < plan_.trials
+        status = 130 if cut else (1 if failed else 0)
     except KeyboardInterrupt:
         status = 130
     finally:
@@ -269,6 +278,8 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     from .report import write_report
 
     done = write_report(sweep_dir, out=sys.stdout)
+    if plan_.scheduler == "none" and status == 0 and done < plan_.trials:
+        status = 130
     if status:
         what = "interrupted" if status == 130 else "some trials failed (above)"
         print(
