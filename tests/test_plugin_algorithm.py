@@ -297,7 +297,7 @@ def test_without_the_plugin_the_commands_say_how_to_load_it(tmp_path, capsys):
     cfg.write_text('[train]\nenv = "cartpole"\nalgo = "tiny"\n')
     assert main(["--config", str(cfg), "--logdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: train.algo='tiny'; accepted: dqn, ppo, or one a plugin")
+    assert err.startswith("error: train.algo='tiny'; accepted: dqn, ppo, sac, td3, or one a plugin")
     assert f"{PLUGINS_VARIABLE}=MODULE" in err and err.count("\n") == 1
 
 
