@@ -362,7 +362,10 @@ def test_the_run_wide_rules_and_the_algorithms_check_apply_to_a_plugin(tiny):
         resolve(given, sets=["tiny.x=300"])  # its check: 512 steps / 2 envs
     with pytest.raises(ConfigError, match=r"Did you mean tiny\.x\?"):
         resolve(given, sets=["tiny.xx=1"])
-    with pytest.raises(ConfigError, match=r"accepted: dqn\.gamma or ppo\.gamma or tiny\.gamma$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"accepted: dqn\.gamma or ppo\.gamma or sac\.gamma or td3\.gamma or tiny\.gamma$",
+    ):
         resolve(given, sets=["gamma=0.9"])
 
 
