@@ -57,6 +57,37 @@ buf = PrioritizedReplayBuffer(1_000_000, 8, (4, 84, 84), torch.uint8, frame_stac
 print(f"allocated for 1M transitions: {torch.cuda.max_memory_allocated() / 1e9:.3f} GB "
       f"({buf.nbytes_per_transition():.1f} bytes/transition), trees: {buf.sampler.backend.name}")
 PY
+cat > "$out/sac_graph.py" <<'PY'
+# SAC's learn step (sample, critics, actor, temperature, Polyak, priorities) as one graph
+# launch, and updates/s against SB3's SAC on the same GPU (HalfCheetah's sizes, batch 256).
+import time, numpy as np, torch
+from rlamd.agents.sac import SAC, SACConfig
+from rlamd.algos.sac import capture_sac
+from rlamd.graphs import graph_status
+from rlamd.precision import Precision
+from rlamd.replay import ReplayBuffer
+dev = torch.device("cuda")
+buf = ReplayBuffer(100_000, 1, (17,), torch.float32, action_shape=(6,), device=dev)
+rng = np.random.default_rng(0)
+for _ in range(5000):
+    buf.add(rng.normal(size=(1, 17)).astype(np.float32), rng.uniform(-1, 1, (1, 6)),
+            rng.normal(size=1), np.zeros(1, bool), np.zeros(1, bool))
+def rate(agent, n=500):
+    for _ in range(20): agent.learn(buf, 256)
+    torch.cuda.synchronize(); t = time.perf_counter()
+    for _ in range(n): agent.learn(buf, 256)
+    torch.cuda.synchronize(); return n / (time.perf_counter() - t)
+for mode in ("off", "auto"):
+    agent = capture_sac(SAC(SACConfig(), (17,), 6, dev, Precision("fp32", dev, max_grad_norm=None,
+                        grad_clamp=None), capturable=mode == "auto"), mode)
+    print(f"rlamd SAC graph={mode}: {rate(agent):,.0f} updates/s", graph_status(agent))
+import gymnasium as gym
+from stable_baselines3 import SAC as SB3SAC
+model = SB3SAC("MlpPolicy", gym.make("HalfCheetah-v5"), learning_starts=2000, device="cuda", verbose=0)
+model.learn(2100)
+t = time.perf_counter(); model.train(gradient_steps=500, batch_size=256); torch.cuda.synchronize()
+print(f"SB3 SAC on the same GPU: {500 / (time.perf_counter() - t):,.0f} updates/s")
+PY
 
 {
   echo "== nvidia-smi / rocm-smi"; (nvidia-smi || rocm-smi || true) 2>&1 | head -20
@@ -92,5 +123,7 @@ PY
   # trials as plain rlamd.train processes sharing the GPU (--threads = cores / K).
   step 150 "sweep: 1, 4 and 8 Breakout PPO trials on one GPU, aggregate SPS" \
     $py -m rlamd.sweep.bench breakout --algo ppo --device cuda --steps 50000 --trials 1,4,8
+  step 60 "sac: the learn step as one graph launch, updates/s against SB3's SAC on this GPU" \
+    $py "$out/sac_graph.py"
   echo; echo "== done in $((SECONDS - start)) s"
 } 2>&1 | tee "$out/log.txt"

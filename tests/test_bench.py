@@ -214,11 +214,13 @@ def test_contention_suite_end_to_end_on_cartpole():
 def test_the_like_for_like_row_runs_sb3s_algorithm():
     """The 'SB3's algorithm' row must really drop PER, n-step, double Q and dueling."""
     import rlamd.bench.dqn as dqn_bench
-    from rlamd.replay import PrioritizedReplayBuffer
+    from rlamd.replay import PrioritizedSampler, UniformSampler
 
     loop, agent = dqn_bench._loop(32, "fp32", torch.device("cpu"), 64, **get("sb3").dqn_algorithm())
     try:
-        assert not isinstance(loop.buffer, PrioritizedReplayBuffer)
+        sampler = loop.buffer.sampler  # the replay's sampler is uniform, not prioritized
+        assert isinstance(sampler, UniformSampler)
+        assert not isinstance(sampler, PrioritizedSampler)
         assert (agent.cfg.n_step, agent.cfg.double_q, agent.cfg.dueling) == (1, False, False)
         assert loop.step >= 64
     finally:

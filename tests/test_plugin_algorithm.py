@@ -297,7 +297,7 @@ def test_without_the_plugin_the_commands_say_how_to_load_it(tmp_path, capsys):
     cfg.write_text('[train]\nenv = "cartpole"\nalgo = "tiny"\n')
     assert main(["--config", str(cfg), "--logdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: train.algo='tiny'; accepted: dqn, ppo, or one a plugin")
+    assert err.startswith("error: train.algo='tiny'; accepted: dqn, ppo, sac, td3, or one a plugin")
     assert f"{PLUGINS_VARIABLE}=MODULE" in err and err.count("\n") == 1
 
 
@@ -362,7 +362,10 @@ def test_the_run_wide_rules_and_the_algorithms_check_apply_to_a_plugin(tiny):
         resolve(given, sets=["tiny.x=300"])  # its check: 512 steps / 2 envs
     with pytest.raises(ConfigError, match=r"Did you mean tiny\.x\?"):
         resolve(given, sets=["tiny.xx=1"])
-    with pytest.raises(ConfigError, match=r"accepted: dqn\.gamma or ppo\.gamma or tiny\.gamma$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"accepted: dqn\.gamma or ppo\.gamma or sac\.gamma or td3\.gamma or tiny\.gamma$",
+    ):
         resolve(given, sets=["gamma=0.9"])
 
 

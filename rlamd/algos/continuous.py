@@ -10,7 +10,7 @@ Ape-X split DQN runs is not written for them).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -126,28 +126,23 @@ def capture_continuous(agent: Any, mode: str, log=None) -> Any:
 
 
 class ContinuousQAlgorithm:
-    """An off-policy actor-critic for ``Box`` actions (``--algo sac`` / ``--algo td3``).
-
-    Args:
-        name: the registry name and config section.
-        agent: the learner class (``rlamd.agents.sac.SAC``, ``rlamd.agents.td3.TD3``).
-        config: its settings dataclass.
-        presets: per env family, what differs from the defaults.
-        capture: the algorithm's capture site (wraps ``act`` and ``learn_step``).
+    """An off-policy actor-critic for ``Box`` actions: SAC's and TD3's algorithm objects
+    are subclasses that name their own parts (class attributes, as every algorithm's).
     """
 
-    moved_keys: dict[str, str] = {}  # noqa: RUF012 - nothing moved: new sections
+    name: ClassVar[str]
+    """The registry name and config section."""
+    config: ClassVar[type]
+    """Its settings dataclass (``SACConfig``, ``TD3Config``)."""
+    agent_class: ClassVar[type]
+    """The learner (``rlamd.agents.sac.SAC``, ``rlamd.agents.td3.TD3``)."""
+    presets: ClassVar[dict[str, dict[str, dict[str, Any]]]]
+    """Per env family, what differs from the defaults."""
+    moved_keys: ClassVar[dict[str, str]] = {}
+    """Nothing moved: new sections."""
 
-    def __init__(
-        self,
-        name: str,
-        agent: type,
-        config: type,
-        presets: dict[str, dict[str, dict[str, Any]]],
-        capture: Callable[..., Any],
-    ) -> None:
-        self.name, self.agent_class, self.config = name, agent, config
-        self.presets, self._capture = presets, capture
+    def __init__(self) -> None:
+        name = self.name
         self.fixed_on_resume = {
             f"{name}.hidden": "network",
             f"{name}.buffer_size": "replay",
@@ -155,6 +150,10 @@ class ContinuousQAlgorithm:
             f"{name}.prioritized": "replay",
         }
         self.checks = continuous_checks()
+
+    def capture(self, agent: Any, mode: str, log=None) -> Any:
+        """The algorithm's capture site (its module's ``capture_NAME``)."""
+        raise NotImplementedError
 
     def check(self, cfg: RunConfig) -> None:
         for check in self.checks.values():
@@ -166,7 +165,7 @@ class ContinuousQAlgorithm:
         bounds = {"low": torch.from_numpy(info.low), "high": torch.from_numpy(info.high)}
         settings = getattr(cfg, self.name)
         agent = build_learner(self.agent_class, settings, cfg, device, env, info.size, **bounds)
-        return self._capture(agent, cfg.train.graph, log)
+        return self.capture(agent, cfg.train.graph, log)
 
     def policy(
         self,

@@ -10,7 +10,7 @@ from rlamd.agents.sac import SAC, SACConfig
 
 from .continuous import ContinuousQAlgorithm, capture_continuous
 
-__all__ = ["SAC_ALGORITHM", "capture_sac"]
+__all__ = ["SAC_ALGORITHM", "SACAlgorithm", "capture_sac"]
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Box actions: the RL Zoo's SAC for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/sac.yml,
@@ -37,4 +37,16 @@ def capture_sac(agent: SAC, mode: str, log=None) -> SAC:
     return capture_continuous(agent, mode, log)
 
 
-SAC_ALGORITHM = ContinuousQAlgorithm("sac", SAC, SACConfig, PRESETS, capture_sac)
+class SACAlgorithm(ContinuousQAlgorithm):
+    """SAC (``--algo sac``): see :mod:`rlamd.agents.sac` for the update."""
+
+    name = "sac"
+    config = SACConfig
+    agent_class = SAC
+    presets = PRESETS
+
+    def capture(self, agent: SAC, mode: str, log=None) -> SAC:
+        return capture_sac(agent, mode, log)
+
+
+SAC_ALGORITHM = SACAlgorithm()

@@ -10,7 +10,7 @@ from rlamd.agents.td3 import TD3, TD3Config
 
 from .continuous import ContinuousQAlgorithm, capture_continuous
 
-__all__ = ["TD3_ALGORITHM", "capture_td3"]
+__all__ = ["TD3_ALGORITHM", "TD3Algorithm", "capture_td3"]
 
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Box actions: the RL Zoo's TD3 for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/td3.yml
@@ -36,4 +36,16 @@ def capture_td3(agent: TD3, mode: str, log=None) -> TD3:
     return capture_continuous(agent, mode, log)
 
 
-TD3_ALGORITHM = ContinuousQAlgorithm("td3", TD3, TD3Config, PRESETS, capture_td3)
+class TD3Algorithm(ContinuousQAlgorithm):
+    """TD3 (``--algo td3``): see :mod:`rlamd.agents.td3` for the update."""
+
+    name = "td3"
+    config = TD3Config
+    agent_class = TD3
+    presets = PRESETS
+
+    def capture(self, agent: TD3, mode: str, log=None) -> TD3:
+        return capture_td3(agent, mode, log)
+
+
+TD3_ALGORITHM = TD3Algorithm()

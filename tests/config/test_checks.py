@@ -22,7 +22,7 @@ ALL_RULES = {**RULES, **dqn_algo.CHECKS, **ppo_algo.CHECKS}
 """The run-wide rules and both algorithms' own checks, by name."""
 
 SECTION_CLASSES: dict[str, type] = SECTION_TYPES
-ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
+ONE_LINE = re.compile(r"^[a-z_0-9]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
 
 
 def make_cfg(**sections: dict) -> SimpleNamespace:

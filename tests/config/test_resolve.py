@@ -11,7 +11,9 @@ from rlamd.config import ConfigError, to_toml
 from rlamd.config.layers import resolve
 from rlamd.train import build_parser, main
 
-PRESET_CASES = [(algo, env) for algo in ALGORITHMS for env in ("breakout", "cartpole", "acrobot")]
+PRESET_CASES = [
+    (algo, env) for algo in ALGORITHMS for env in ("breakout", "cartpole", "acrobot", "Pendulum-v1")
+]
 
 
 @pytest.mark.parametrize(("algo", "env"), PRESET_CASES)
@@ -19,7 +21,12 @@ def test_a_saved_config_reproduces_the_same_run_config(tmp_path, algo, env):
     """Every preset, and settings a preset also sets, round-trip through config.toml
     (None included: written as "none", so the preset's value cannot creep back in)."""
     sets = ["dqn.buffer_size=auto", "ppo.target_kl=none", "train.threads=1"]
-    cfg = resolve({"train": {"env": env, "algo": algo}}, sets=sets)
+    try:
+        cfg = resolve({"train": {"env": env, "algo": algo}}, sets=sets)
+    except ConfigError as exc:  # an algorithm that refuses this env's actions (sac: Discrete)
+        if not str(exc).startswith(f"train.algo={algo!r} ({env} has "):
+            raise
+        pytest.skip(str(exc))
     path = tmp_path / "config.toml"
     path.write_text(to_toml(cfg.sections()))
     assert resolve({}, config_file=str(path)) == cfg

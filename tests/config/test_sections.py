@@ -47,7 +47,7 @@ def _old_style(cfg: RunConfig) -> dict:
 
 
 def test_the_sections_come_from_the_registry():
-    assert list(SECTION_TYPES) == ["train", "dqn", "ppo", "atari", "env", "ray"]
+    assert list(SECTION_TYPES) == ["train", "dqn", "ppo", "sac", "td3", "atari", "env", "ray"]
     assert {n: type(a).config for n, a in ALGORITHMS.items()} == ALGORITHM_SECTIONS
     cfg = RunConfig()
     assert cfg.dqn == DQNConfig() and cfg.ppo == PPOConfig() and cfg.agent is cfg.dqn
@@ -65,12 +65,12 @@ def test_algorithm_sections_by_keyword_replace_pickle_and_equality():
     for clone in (pickle.loads(pickle.dumps(cfg)), copy.deepcopy(cfg)):
         assert clone == cfg and clone.ppo.lr == 1e-3
     assert RunConfig.from_dict(cfg.to_dict()) == cfg
-    with pytest.raises(TypeError, match="RunConfig: no section sac; sections: train, dqn, ppo"):
-        RunConfig(sac=DQNConfig())
-    with pytest.raises(AttributeError, match="RunConfig has no section 'sac'"):
-        _ = cfg.sac
-    with pytest.raises(ConfigError, match="train.algo='sac' is not a registered algorithm"):
-        _ = RunConfig(train=TrainConfig(algo="sac")).agent
+    with pytest.raises(TypeError, match="RunConfig: no section ddpg; sections: train, dqn, ppo"):
+        RunConfig(ddpg=DQNConfig())
+    with pytest.raises(AttributeError, match="RunConfig has no section 'ddpg'"):
+        _ = cfg.ddpg
+    with pytest.raises(ConfigError, match="train.algo='ddpg' is not a registered algorithm"):
+        _ = RunConfig(train=TrainConfig(algo="ddpg")).agent
 
 
 def test_a_section_must_be_a_frozen_dataclass_under_a_free_name():
@@ -85,7 +85,8 @@ def test_a_section_must_be_a_frozen_dataclass_under_a_free_name():
     for name in ("env", "to_dict", "2x", "_x"):
         with pytest.raises(ValueError, match=repr(name)):
             register_section(name, DQNConfig)
-    assert "loose" not in SECTION_TYPES and list(ALGORITHM_SECTIONS) == ["dqn", "ppo"]
+    assert "loose" not in SECTION_TYPES
+    assert list(ALGORITHM_SECTIONS) == ["dqn", "ppo", "sac", "td3"]
 
 
 def test_the_ape_x_settings_are_dqns_and_checked_there():

@@ -29,7 +29,7 @@ from rlamd.train import TrainConfig, build_parser
 SECTION_CLASSES: dict[str, type] = SECTION_TYPES
 SECTIONS = {name: cls() for name, cls in SECTION_CLASSES.items()}
 # One line, naming section.key and its value, then what is accepted.
-ONE_LINE = re.compile(r"^[a-z_]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
+ONE_LINE = re.compile(r"^[a-z_0-9]+\.[a-z_0-9]+=[^\n]+; accepted: [^\n]+$")
 
 
 def _kind(hint: typing.Any) -> str:
@@ -168,16 +168,18 @@ def test_set_fills_sections_with_types():
         ),
         (
             ["dqm.lr=1"],
-            r"^dqm\.lr='1' \(no section 'dqm'\); accepted: sections train, dqn, ppo, atari, env, ray\. Did you mean dqn\.lr\?$",
+            r"^dqm\.lr='1' \(no section 'dqm'\); accepted: sections train, dqn, ppo, sac, td3, atari, env, ray\. Did you mean dqn\.lr\?$",
         ),
         (
             ["learnig_starts=5"],
-            r"^learnig_starts='5' \(no such setting\); .*Did you mean dqn\.learning_starts\?$",
+            r"^learnig_starts='5' \(no such setting\); .*Did you mean dqn\.learning_starts or "
+            r"sac\.learning_starts or td3\.learning_starts\?$",
         ),
         (["lr"], r"^--set 'lr'; accepted: SECTION\.KEY=VALUE"),
         (
             ["hidden=8"],
-            r"^hidden='8' \(dqn, ppo all have 'hidden'; say which\); accepted: dqn\.hidden or ppo\.hidden$",
+            r"^hidden='8' \(dqn, ppo, sac, td3 all have 'hidden'; say which\); accepted: dqn\.hidden "
+            r"or ppo\.hidden or sac\.hidden or td3\.hidden$",
         ),
     ],
 )
