@@ -279,20 +279,19 @@ def _video_problem(video: str | None, cfg: RunConfig) -> str | None:
     folder = Path(video)
     if folder.exists() and not folder.is_dir():
         return "that is a file; accepted: a folder (new or existing) for the GIFs"
+    train = cfg.train
+    if parse_env_id(train.env, train.env_module).family != "atari":
+        problem = render_problem(train.env, train.env_module, cfg.env)
+        if problem is not None:
+            return (
+                f"{train.env} cannot draw frames: {problem}; accepted: an env that renders "
+                "with render_mode='rgb_array' (or leave out --video)"
+            )
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         return f"cannot create that folder ({exc.strerror or exc}); accepted: a folder it can write"
-    train = cfg.train
-    if parse_env_id(train.env, train.env_module).family == "atari":
-        return None
-    problem = render_problem(train.env, train.env_module, cfg.env)
-    if problem is None:
-        return None
-    return (
-        f"{train.env} cannot draw frames: {problem}; accepted: an env that renders with "
-        "render_mode='rgb_array' (or leave out --video)"
-    )
+    return None
 
 
 def _report(args, path: Path, cfg: RunConfig, step: int, played: Evaluation) -> None:

@@ -114,7 +114,7 @@ def test_resume_with_saved_replay_says_it_came_back():
 
 
 def test_resume_hint_names_the_interpreter_that_ran(monkeypatch, tmp_path):
-    from rlamd import runner
+    from rlamd import stops as runner
 
     cfg = RunConfig()
     venv_python = tmp_path / ".venv" / "bin" / "python"
