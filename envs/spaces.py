@@ -40,7 +40,7 @@ OBS_ACCEPTED = (
     "Discrete (one-hot); flatten other spaces in your env, e.g. with "
     "gymnasium.wrappers.FlattenObservation"
 )
-ACTIONS_ACCEPTED = "accepted: Discrete(n) (DQN, PPO) or a float Box (PPO)"
+ACTIONS_ACCEPTED = "accepted: Discrete(n) (DQN, PPO) or a float Box (PPO, SAC, TD3)"
 
 
 class UnsupportedSpace(ValueError):

@@ -431,8 +431,8 @@ class _Run:
                 self.logger.message(
                     f"rlamd: --profile {prof.steps} wrote no trace: the run ended at step "
                     f"{self.step:,}, before {PROFILE_SKIP} iterations with updates had passed "
-                    "(DQN learns once the replay holds dqn.learning_starts transitions: lower "
-                    "it, or raise --steps)"
+                    "(an off-policy run learns once its replay holds its learning_starts "
+                    "transitions: lower that, or raise --steps)"
                 )
         except OSError:
             if not quiet:

@@ -117,7 +117,7 @@ PY
   else
     echo; echo "== ray skipped (not installed)"
   fi
-  # Sweep packing (issue 35): aggregate SPS of 1, 4 and 8 Breakout PPO trials on one GPU
+  # Sweep packing: aggregate SPS of 1, 4 and 8 Breakout PPO trials on one GPU
   # against one run alone (goal: 8 trials >= 4x one trial). Tune trials where Ray is
   # installed (--gpus-per-trial 1/K); else the bench says so in one line and packs the
   # trials as plain rlamd.train processes sharing the GPU (--threads = cores / K).

@@ -41,6 +41,7 @@ import torch
 import triton
 import triton.language as tl
 
+from rlamd.device import describe_device
 from rlamd.envvars import flag
 
 __all__ = ["MAX_FUSED", "Target", "launch_options", "rebuild", "sample", "target_of", "write"]
@@ -102,8 +103,7 @@ def launch_options(kernel: str, target: Target) -> dict:
 def _device_target(device: torch.device) -> Target:
     if device.type != "cuda":
         return target_of("cpu")
-    props = torch.cuda.get_device_properties(device)
-    return target_of(getattr(props, "gcnArchName", "") or f"sm_{props.major}{props.minor}")
+    return target_of(describe_device(device).arch or "cpu")
 
 
 _SAMPLE_LANES = 32
