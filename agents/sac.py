@@ -28,7 +28,7 @@ from rlamd.profiling import span
 from rlamd.replay import Buffer, ReplayBatch
 
 from .networks import GaussianActor
-from .twin_critic import OffPolicySettings, TwinCritic, copy_precision, flat_size
+from .twin_critic import OffPolicySettings, TwinCritic, action_box, copy_precision, flat_size
 
 __all__ = ["SAC", "SACConfig"]
 
@@ -115,8 +115,7 @@ class SAC:
     ) -> None:
         self.cfg, self.device, self.precision = cfg, device, precision
         self.action_size = action_size
-        low = -torch.ones(action_size) if low is None else torch.as_tensor(low).float()
-        high = torch.ones(action_size) if high is None else torch.as_tensor(high).float()
+        low, high = action_box(action_size, low, high)
         obs_size = flat_size(obs_shape)
         self.actor = GaussianActor(
             obs_size,

@@ -24,11 +24,20 @@ from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 
 from .networks import TwinQ
 
-__all__ = ["OffPolicySettings", "TwinCritic", "copy_precision", "flat_size"]
+__all__ = ["OffPolicySettings", "TwinCritic", "action_box", "copy_precision", "flat_size"]
 
 
 def flat_size(shape: tuple[int, ...]) -> int:
     return math.prod(shape)
+
+
+def action_box(
+    size: int, low: torch.Tensor | None, high: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The flat float32 action bounds, ``[-1, 1]`` where none are given."""
+    low = -torch.ones(size) if low is None else torch.as_tensor(low).float()
+    high = torch.ones(size) if high is None else torch.as_tensor(high).float()
+    return low, high
 
 
 @dataclass(frozen=True)
