@@ -188,7 +188,7 @@ def test_visible_list_is_the_one_torch_on_rocm_uses(env, monkeypatch):
 def test_in_a_real_ray_task_the_assigned_gpu_is_device_0():
     """Ray with two logical GPUs on this CPU machine narrows each GPU task to its GPU."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=1, num_gpus=2, include_dashboard=False, log_to_driver=False)
     try:
 
         @ray.remote(num_gpus=1, num_cpus=0)

@@ -197,3 +197,30 @@ def test_the_cli_explains_itself_and_import_rlamd_stays_light():
     code = "import sys, rlamd; print('rlamd.sweep' in sys.modules, callable(rlamd.sweep))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
+
+
+@pytest.mark.parametrize("ray_address", [None, "10.0.0.5:6379"])
+def test_a_sweep_joins_ray_address_or_starts_its_own_ray(tmp_path, capsys, monkeypatch, ray_address):
+    """Never a Ray that merely runs on this node (another user's, a killed sweep's)."""
+    from rlamd.sweep import driver
+
+    asked = []
+
+    class FakeRay:
+        def is_initialized(self):
+            return False
+
+        def init(self, **kw):
+            asked.append(kw)
+            raise RuntimeError("no Ray in this test")
+
+    if ray_address:
+        monkeypatch.setenv("RAY_ADDRESS", ray_address)
+    else:
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(driver, "_ray", lambda: (FakeRay(), None))
+    status = cli.main(["cartpole", "--algo", "ppo", "--logdir", str(tmp_path), "--name", "s"])
+    err = capsys.readouterr().err
+    assert status == 2 and "Ray did not start: no Ray in this test" in err
+    assert f"python -m rlamd.sweep --resume {tmp_path / 's'}" in err
+    assert [kw["address"] for kw in asked] == [None if ray_address else "local"]

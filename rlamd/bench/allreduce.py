@@ -61,7 +61,7 @@ def run_allreduce_suite(
     if ray is not None:
         started = not ray.is_initialized()
         if started:
-            ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False)
+            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
         try:
             (results, backend), where = (
                 _between_ray_learners(ray, sizes, iters),

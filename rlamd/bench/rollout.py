@@ -73,6 +73,7 @@ def _on_ray(sections, actors, envs: int, chunk: int, rounds: int, repeats: int) 
     figures, started = [], not ray.is_initialized()
     if started:
         ray.init(
+            address="local",
             num_cpus=max(os.cpu_count() or 1, max(actors)),
             include_dashboard=False,
             log_to_driver=False,

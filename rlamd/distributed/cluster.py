@@ -60,7 +60,7 @@ def connect(address: str | None, needed_cpus: float, log) -> str:
             pass
     cores = os.cpu_count() or 1
     cpus = max(cores, int(needed_cpus + 0.999))
-    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True)
+    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=True)
     note = f" (more than this machine's {cores} cores: actors share them)" if cpus > cores else ""
     log(f"rlamd: started a local Ray cluster with {cpus} CPUs{note}")
     return "local"

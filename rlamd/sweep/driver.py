@@ -247,7 +247,15 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     started = not ray.is_initialized()
     if started:
         try:
-            ray.init(include_dashboard=False, configure_logging=False, log_to_driver=verbose > 1)
+            # RAY_ADDRESS (a `ray job submit` job): that cluster. Otherwise a Ray of its own,
+            # never one that happens to run on this node (another user's, a killed sweep's).
+            address = None if os.environ.get("RAY_ADDRESS") else "local"
+            ray.init(
+                address=address,
+                include_dashboard=False,
+                configure_logging=False,
+                log_to_driver=verbose > 1,
+            )
         except Exception as exc:  # a local Ray that could not start (an overloaded machine)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SweepError(

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.ray
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=6, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=6, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -44,7 +44,7 @@ def _ray_init(threads: int) -> bool:
 
     if ray.is_initialized():
         return False
-    ray.init(num_cpus=threads, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=threads, include_dashboard=False, log_to_driver=False)
     return True
 
 
