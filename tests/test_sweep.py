@@ -200,7 +200,9 @@ def test_the_cli_explains_itself_and_import_rlamd_stays_light():
 
 
 @pytest.mark.parametrize("ray_address", [None, "10.0.0.5:6379"])
-def test_a_sweep_joins_ray_address_or_starts_its_own_ray(tmp_path, capsys, monkeypatch, ray_address):
+def test_a_sweep_joins_ray_address_or_starts_its_own_ray(
+    tmp_path, capsys, monkeypatch, ray_address
+):
     """Never a Ray that merely runs on this node (another user's, a killed sweep's)."""
     from rlamd.sweep import driver
 
