@@ -7,6 +7,7 @@
 #   bash scripts/setup.sh --bench-peers  + .venv-peers/NAME for peers that cannot share rlamd's
 #                                    env (Sample Factory 2.1.1: gymnasium<1, numpy<2)
 #   bash scripts/setup.sh --ray      + ray[default,rllib] (cluster training)
+#   bash scripts/setup.sh --tune     + optuna (rlamd sweep --search optuna; with --ray)
 #   bash scripts/setup.sh --mujoco   + gymnasium[mujoco], mujoco 3.3.7 (HalfCheetah-v5, ...)
 #   bash scripts/setup.sh --dry-run  print the flavour, torch and index it would install;
 #                                    install nothing (no .venv is made either)
@@ -36,10 +37,11 @@ for arg in "$@"; do
     --bench) extras+=(bench) ;;
     --bench-peers) bench_peers=1 ;;
     --ray) extras+=(ray) ;;
+    --tune) extras+=(tune) ;;
     --mujoco) extras+=(mujoco) ;;
     --dry-run) dry_run=1 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --bench-peers --mujoco --dry-run)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$arg' (accepted: --dev --bench --ray --tune --bench-peers --mujoco --dry-run)" >&2; exit 2 ;;
   esac
 done
 

@@ -226,3 +226,51 @@ def test_a_sweep_joins_ray_address_or_starts_its_own_ray(
     assert status == 2 and "Ray did not start: no Ray in this test" in err
     assert f"python -m rlamd.sweep --resume {tmp_path / 's'}" in err
     assert [kw["address"] for kw in asked] == [None if ray_address else "local"]
+
+
+def test_trials_an_early_stopping_scheduler_ended_are_reported_as_stopped_early(tmp_path):
+    pytest.importorskip("scipy")
+    from rlamd.sweep.report import mark_stopped_early, write_report
+    from rlamd.sweep.trial import read_record
+
+    p = plan(["cartpole"], CARTPOLE, seeds=2, grid=parse_grid(["ppo.lr=1e-4,1e-3"]), name="s")
+    sweep = tmp_path / "s"
+    sweep.mkdir()
+    p.job["sweep_dir"] = str(sweep)
+    (sweep / "sweep.json").write_text(json.dumps(p.__dict__))
+    _fake_trial(sweep, "c00", "1e-4", 1, 100.0)
+    _fake_trial(sweep, "c00", "1e-4", 2, 0.0, status="failed")
+    for seed in (1, 2):  # Tune ended their workers at a rung: their records say "running"
+        _fake_trial(sweep, "c01", "1e-3", seed, 0.0, status="running")
+    assert mark_stopped_early(sweep, "asha") == 2
+    assert read_record(sweep / "c00_s1")["status"] == "done"
+    assert read_record(sweep / "c00_s2")["status"] == "failed"
+    write_report(sweep)
+    text = (sweep / "results.md").read_text()
+    assert "c01_s1: stopped early by ASHA at step 4,096" in text
+    assert "c01_s2: stopped early by ASHA" in text and "not finished" not in text
+    assert "c00_s2: failed at step 4,096" in text and "| c01 | ppo.lr=1e-3 | 0/2 |" in text
+    assert mark_stopped_early(sweep, "asha") == 0  # once
+
+
+def test_a_moved_sweep_sets_tunes_old_state_aside_and_an_optuna_one_says_where_it_was(
+    tmp_path, capsys
+):
+    from rlamd.sweep.driver import _moved_here
+    from rlamd.sweep.plan import SweepError, load_plan
+
+    p = plan(["cartpole"], CARTPOLE, seeds=2, name="s")
+    p.job["sweep_dir"] = str(tmp_path / "old" / "s")
+    here = tmp_path / "new" / "s"
+    (here / "tune").mkdir(parents=True)
+    (here / "tune" / "tuner.pkl").write_text("old state")
+    (here / "sweep.json").write_text(json.dumps(p.__dict__))
+    _moved_here(load_plan(here), here)
+    assert (here / "tune.moved-1" / "tuner.pkl").read_text() == "old state"
+    assert not (here / "tune").exists()
+    assert load_plan(here).job["sweep_dir"] == str(here.resolve())  # here from now on
+    assert f"made in {tmp_path / 'old' / 's'}; it goes on here" in capsys.readouterr().out
+
+    p.search = "optuna"
+    with pytest.raises(SweepError, match=r"resumes only there: move it back, then python -m"):
+        _moved_here(p, here)

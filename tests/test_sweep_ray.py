@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,6 +103,10 @@ def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
     assert f"python -m rlamd.sweep --resume {sweep}" in out
     assert len(_done(sweep)) < 4
 
+    moved = tmp_path / "elsewhere" / "s"  # a sweep folder resumes where it lies now
+    moved.parent.mkdir()
+    shutil.move(sweep, moved)
+    sweep_was, sweep = sweep, moved
     env = {**os.environ}
     resumed = subprocess.run(
         [sys.executable, "-m", "rlamd.sweep", "--resume", str(sweep), "--quiet"],
@@ -116,9 +121,45 @@ def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
     logs = "".join(p.read_text() for p in (sweep / "logs").glob("*.log"))
     assert "rlamd: resuming" in logs  # the interrupted trial went on from its checkpoint
     assert "2/2" in (sweep / "results.md").read_text()
+    assert not sweep_was.exists()  # nothing went back to the old place
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and p.name.startswith("c0")) == [
         "c00_s1",
         "c00_s2",
         "c01_s1",
         "c01_s2",
     ]
+
+
+def test_optuna_draws_and_asha_stops_the_worst_trials_early(tmp_path):
+    """Optuna's sampler through Tune suggests the values; ASHA ends trials at its rungs and
+    the report says which (``bash scripts/setup.sh --dev --ray --tune`` brings Optuna)."""
+    pytest.importorskip("optuna")
+    result = rlamd.sweep(
+        "cartpole",
+        algo="ppo",
+        steps=2048,
+        sample={"ppo.lr": "loguniform:1e-5:3e-2"},
+        samples=6,
+        search="optuna",
+        scheduler="asha",
+        metric="score",
+        grace_steps=256,
+        settings=SMALL,
+        logdir=str(tmp_path),
+        name="a",
+        verbose=0,
+    )
+    assert result.status == 0, result.table
+    records = [json.loads(p.read_text()) for p in sorted(result.path.glob("*_s1/trial.json"))]
+    assert len(records) == 6
+    lrs = {float(r["settings"]["ppo.lr"]) for r in records}
+    assert len(lrs) == 6 and all(1e-5 <= lr <= 3e-2 for lr in lrs)  # six suggestions
+    done = [r for r in records if r["status"] == "done"]
+    early = [r for r in records if r["status"] == "stopped early"]
+    assert len(done) + len(early) == 6 and done and early
+    assert all(r["env_steps"] >= 2048 for r in done)
+    assert all(r["env_steps"] < 2048 and r["stopped_by"] == "asha" for r in early)
+    text = (result.path / "results.md").read_text()
+    for r in early:
+        assert f"{r['name']}: stopped early by ASHA at step" in text
+    assert "not finished" not in text and (result.path / "best.toml").is_file()

@@ -78,8 +78,8 @@ def _check_options(cfg, sampled: bool, search, scheduler, metric, mode) -> str:
     _choose("--mode", mode, ("max", "min"))
     if search == "optuna" and importlib.util.find_spec("optuna") is None:
         raise ConfigError(
-            f"--search optuna needs the optuna package; {INSTALL} and "
-            "`pip install optuna` (or pip install 'rlamd[tune]')"
+            "--search optuna needs the optuna package; install it with `bash "
+            "scripts/setup.sh --ray --tune` (or pip install 'rlamd[tune]')"
         )
     return search
 
@@ -278,6 +278,10 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
         ended = results.num_terminated + results.num_errors
         cut = ended < len(results) or len(results) < plan_.trials
         status = 130 if cut else (1 if failed else 0)
+        if not cut and plan_.scheduler != "none":
+            from .report import mark_stopped_early
+
+            mark_stopped_early(sweep_dir, plan_.scheduler)
     except KeyboardInterrupt:
         status = 130
     finally:
@@ -311,6 +315,29 @@ def run(plan_: Plan, verbose: int = 1) -> tuple[int, Path]:
         folder.release()
 
 
+def _moved_here(plan_: Plan, path: Path) -> None:
+    """A sweep folder moved (or copied) since it was made: Tune's saved state names the old
+    place, and its trials would write there. So Tune's state is set aside and the plan runs
+    again here, where every trial keeps what its run folder holds (finished trials report
+    their result, the others resume from their checkpoints). Optuna's suggestions live only
+    in that state: such a sweep resumes only where it was made."""
+    made = plan_.job["sweep_dir"]
+    if plan_.search == "optuna":
+        raise SweepError(
+            f"this Optuna sweep was made in {made}; Optuna's suggestions are kept in Tune's "
+            f"state for that folder, so it resumes only there: move it back, then "
+            f"python -m rlamd.sweep --resume {made}"
+        )
+    tune_dir, n = path / TUNE_DIR, 1
+    while tune_dir.exists() and (path / f"{TUNE_DIR}.moved-{n}").exists():
+        n += 1
+    if tune_dir.exists():
+        tune_dir.rename(path / f"{TUNE_DIR}.moved-{n}")
+    plan_.job["sweep_dir"] = str(path.resolve())
+    write_text_atomic(path / SPEC, json.dumps(asdict(plan_), indent=1) + "\n")
+    print(f"rlamd: this sweep was made in {made}; it goes on here", flush=True)
+
+
 def resume(sweep_dir: str | Path, verbose: int = 1) -> tuple[int, Path]:
     """Continue a sweep: finished trials kept, the others resumed from their checkpoints."""
     path = Path(sweep_dir)
@@ -318,7 +345,8 @@ def resume(sweep_dir: str | Path, verbose: int = 1) -> tuple[int, Path]:
     _ray()
     folder = hold(path)
     try:
-        plan_.job["sweep_dir"] = str(path.resolve())
+        if Path(plan_.job["sweep_dir"]).resolve() != path.resolve():
+            _moved_here(plan_, path)
         return _fit(plan_, folder, verbose), path
     finally:
         folder.release()

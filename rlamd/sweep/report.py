@@ -15,6 +15,7 @@ DIR`` works at any time, during the sweep too, and on a machine without Ray. It 
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from rlamd.storage import write_text_atomic
 
 from .plan import load_plan
 from .stats import Interval, summarize
-from .trial import read_record
+from .trial import RECORD, read_record
 
 __all__ = ["Group", "best_toml", "groups", "table", "write_report"]
 
@@ -75,6 +76,20 @@ def groups(sweep_dir: Path) -> list[Group]:
     return [out[k] for k in sorted(out)]
 
 
+def mark_stopped_early(sweep_dir: Path, scheduler: str) -> int:
+    """After a sweep whose every trial ended: a trial that is neither done nor failed was
+    stopped by the scheduler (Tune ends its worker, so the trial cannot say so itself).
+    Returns how many were marked."""
+    marked = 0
+    for run_dir in _trial_dirs(sweep_dir):
+        record = read_record(run_dir)
+        if record and record.get("status") not in ("done", "failed", "stopped early"):
+            record.update(status="stopped early", stopped_by=scheduler)
+            write_text_atomic(run_dir / RECORD, json.dumps(record, indent=1) + "\n")
+            marked += 1
+    return marked
+
+
 def _fmt(x: float, digits: int = 1) -> str:
     return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:,.{digits}f}"
 
@@ -115,7 +130,10 @@ def _problems(gs: list[Group]) -> list[str]:
             if status == "failed":
                 last = t.get("error") or ["(no output)"]
                 lines.append(f"- {t.get('name')}: failed at step {step}: {last[-1]}")
-            else:  # running now, or stopped (an early stop, an interrupted sweep)
+            elif status == "stopped early":
+                by = str(t.get("stopped_by", "the scheduler")).upper()
+                lines.append(f"- {t.get('name')}: stopped early by {by} at step {step}")
+            else:  # running now, or stopped by an interrupted sweep
                 lines.append(f"- {t.get('name')}: not finished, last seen at step {step}")
     return lines
 
@@ -162,7 +180,7 @@ def write_report(sweep_dir: str | Path, out: IO[str] | None = None) -> int:
     text = f"# Sweep {plan_.name}\n\n{table(gs, seeds)}\n"
     problems = _problems(gs)
     if problems:
-        text += "\nTrials not finished:\n" + "\n".join(problems) + "\n"
+        text += "\nTrials not done:\n" + "\n".join(problems) + "\n"
     chosen = best(gs, plan_.mode)
     if chosen is not None:
         toml = best_toml(chosen, plan_.name, plan_.job.get("threads") is not None)

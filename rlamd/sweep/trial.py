@@ -323,6 +323,11 @@ def run_trial(config: dict[str, Any]) -> None:
             }
         )
         return
+    rows = read_progress(run_dir) if record.get("status") == "stopped early" else None
+    if rows is not None and len(rows):  # a scheduler ended it: its last report again
+        step, wall, score = (float(x) for x in rows[-1][:3])
+        tune_calls[0]({"env_steps": int(step), "score": score, "eval_score": score, "wall_s": wall})
+        return
     record.update(
         name=run_dir.name,
         config_id=config_id(config),
