@@ -24,11 +24,10 @@ from dataclasses import dataclass
 import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
-from rlamd.profiling import span
-from rlamd.replay import Buffer, ReplayBatch
+from rlamd.replay import ReplayBatch
 
 from .networks import GaussianActor
-from .twin_critic import OffPolicySettings, TwinCritic, action_box, copy_precision, flat_size
+from .twin_critic import OffPolicySettings, TwinCriticAgent
 
 __all__ = ["SAC", "SACConfig"]
 
@@ -71,88 +70,29 @@ class SACConfig(OffPolicySettings):
             )
 
 
-class SAC:
-    """The SAC learner and its policy (inject the device and precision).
+class SAC(TwinCriticAgent):
+    """The SAC learner and its policy: :class:`~rlamd.agents.twin_critic.TwinCriticAgent`
+    with a squashed Gaussian actor and a learned (or fixed) entropy temperature; the
+    actor and the temperature update every ``policy_frequency`` updates, from the first."""
 
-    Its steps are plain functions of tensors, the same on every device:
+    STATS = 8
+    """[critic loss, mean Q, |TD|, actor loss, alpha, entropy, critic steps, actor steps]"""
+    ACTOR_PHASE = 0
 
-    * :meth:`act` -- sampled actions, uniformly random ones with probability
-      ``random_share`` (1 before learning starts);
-    * :meth:`learn_step` -- one whole update from a replay: sample, critic step, then
-      (``update_actor``) actor and temperature steps, the Polyak blend of the target
-      critics and the priority write; no host synchronisation;
-    * :meth:`learn` -- :meth:`learn_step` plus the host bookkeeping (the update counter,
-      which says whether the actor updates).
-
-    Whoever builds the agent may capture ``act`` and ``learn_step`` as CUDA/HIP graphs
-    from outside (:func:`rlamd.graphs.capture_methods`; ``update_actor`` True and False are
-    two graphs). The CPU runs the very same functions.
-
-    Args:
-        cfg: settings.
-        obs_shape: one observation's shape (vectors).
-        action_size: the flat action width.
-        device, precision: where, and the clamped mixed-precision helper.
-        seed: seeds the agent's generators (acting, and the noise of the update).
-        compile: unused by SAC (accepted as every agent takes it).
-        capturable: optimizers a captured graph can step (GPUs only).
-        low, high: the action box, flat (default ``[-1, 1]``).
-    """
-
-    def __init__(
-        self,
-        cfg: SACConfig,
-        obs_shape: tuple[int, ...],
-        action_size: int,
-        device: torch.device,
-        precision: Precision,
-        *,
-        seed: int = 0,
-        compile: bool = False,
-        capturable: bool = False,
-        low: torch.Tensor | None = None,
-        high: torch.Tensor | None = None,
-    ) -> None:
-        self.cfg, self.device, self.precision = cfg, device, precision
-        self.action_size = action_size
-        low, high = action_box(action_size, low, high)
-        obs_size = flat_size(obs_shape)
-        self.actor = GaussianActor(
+    def _make_actor(self, obs_size: int, low: torch.Tensor, high: torch.Tensor) -> GaussianActor:
+        cfg = self.cfg
+        return GaussianActor(
             obs_size,
-            action_size,
+            self.action_size,
             cfg.hidden,
             low,
             high,
             log_std_min=cfg.log_std_min,
             log_std_max=cfg.log_std_max,
-        ).to(device)
-        self.policy_net = self.actor
-        """The acting network."""
-        self.critic = TwinCritic(
-            obs_size,
-            action_size,
-            cfg.hidden,
-            cfg.lr,
-            cfg.adam_eps,
-            device,
-            precision,
-            capturable=capturable,
         )
-        self.actor_params = list(self.actor.parameters())
-        self.actor_precision = copy_precision(precision)
-        self.actor_optimizer = make_optimizer(
-            self.actor_params, cfg.lr, cfg.adam_eps, device, capturable=capturable
-        )
-        self._temperature(cfg, action_size, capturable)
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed)
-        self.learn_generator = torch.Generator(device=device)
-        self.learn_generator.manual_seed(seed + 1)
-        self.updates = 0
-        self.sync = None
-        """Gradient all-reduce (unused: SAC runs in one process)."""
-        # [critic loss, mean Q, |TD|, actor loss, alpha, entropy, critic steps, actor steps]
-        self._stats = torch.zeros(8, device=device)
+
+    def _more(self, low: torch.Tensor, high: torch.Tensor, capturable: bool) -> None:
+        self._temperature(self.cfg, self.action_size, capturable)
 
     def _temperature(self, cfg: SACConfig, action_size: int, capturable: bool) -> None:
         """``log alpha``, learned (with its optimizer) unless ``ent_coef`` fixes it."""
@@ -197,32 +137,6 @@ class SAC:
     def alpha(self) -> torch.Tensor:
         """The temperature, a 0-d device tensor (no gradient)."""
         return self.log_alpha.detach().exp()
-
-    def learn(
-        self, buffer: Buffer, batch_size: int, beta: float | torch.Tensor = 0.4
-    ) -> torch.Tensor:
-        """One update from ``buffer`` (:meth:`learn_step`), counted; the actor and the
-        temperature update every ``policy_frequency`` updates.
-
-        Returns |TD error| per sampled row (from a captured step: a buffer the next step
-        overwrites).
-        """
-        update_actor = self.updates % self.cfg.policy_frequency == 0
-        td_abs = self.learn_step(buffer, batch_size, beta, update_actor)
-        self.updates += 1
-        return td_abs
-
-    def learn_step(
-        self, buffer: Buffer, batch_size: int, beta: float | torch.Tensor, update_actor: bool
-    ) -> torch.Tensor:
-        """Sample, update, blend, write priorities: the capturable step."""
-        with span("sample"):
-            batch = buffer.sample(batch_size, beta)
-        with span("update"):
-            td_abs = self.update_on(batch, update_actor)
-        with span("priorities"):
-            buffer.update_priorities(batch.indices, td_abs)
-        return td_abs
 
     def update_on(self, batch: ReplayBatch, update_actor: bool = True) -> torch.Tensor:
         """Critic step, then (``update_actor``) actor and temperature steps, then the
@@ -285,30 +199,17 @@ class SAC:
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
         return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "actor_precision": self.actor_precision.state_dict(),
+            **super().state_dict(),
             "log_alpha": self.log_alpha.detach().cpu(),
             "alpha_optimizer": (
                 None if self.alpha_optimizer is None else self.alpha_optimizer.state_dict()
             ),
-            "generator": self.generator.get_state(),
-            "learn_generator": self.learn_generator.get_state(),
-            "updates": self.updates,
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore in place (networks, optimizer moments, temperature, generators), so
-        that steps captured before keep reading the right tensors."""
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        load_optimizer_state(self.actor_optimizer, state["actor_optimizer"])
-        self.actor_precision.load_state_dict(state["actor_precision"])
+        """Restore in place, the temperature too (see the base class)."""
+        super().load_state_dict(state)
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
         if self.alpha_optimizer is not None and state.get("alpha_optimizer") is not None:
             load_optimizer_state(self.alpha_optimizer, state["alpha_optimizer"])
-        self.generator.set_state(state["generator"])
-        self.learn_generator.set_state(state["learn_generator"])
-        self.updates = int(state["updates"])

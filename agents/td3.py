@@ -23,12 +23,10 @@ from dataclasses import dataclass
 
 import torch
 
-from rlamd.precision import Precision, load_optimizer_state, make_optimizer
-from rlamd.profiling import span
-from rlamd.replay import Buffer, ReplayBatch
+from rlamd.replay import ReplayBatch
 
 from .networks import DeterministicActor
-from .twin_critic import OffPolicySettings, TwinCritic, action_box, copy_precision, flat_size
+from .twin_critic import OffPolicySettings, TwinCriticAgent
 
 __all__ = ["TD3", "TD3Config"]
 
@@ -62,69 +60,24 @@ class TD3Config(OffPolicySettings):
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number >= 0")
 
 
-class TD3:
-    """The TD3 learner and its policy; the same steps and injection as
-    :class:`rlamd.agents.sac.SAC` (``act``, ``learn_step`` with ``update_actor``, ``learn``).
+class TD3(TwinCriticAgent):
+    """The TD3 learner and its policy: :class:`~rlamd.agents.twin_critic.TwinCriticAgent`
+    with a deterministic actor and its target; the actor and the targets update every
+    ``policy_frequency`` updates (Fujimoto et al. 2018's delay), after the first ones."""
 
-    Args:
-        cfg: settings.
-        obs_shape: one observation's shape (vectors).
-        action_size: the flat action width.
-        device, precision: where, and the clamped mixed-precision helper.
-        seed: seeds the agent's generators.
-        compile: unused by TD3 (accepted as every agent takes it).
-        capturable: optimizers a captured graph can step (GPUs only).
-        low, high: the action box, flat (default ``[-1, 1]``).
-    """
+    STATS = 6
+    """[critic loss, mean Q, |TD|, actor loss, critic steps, actor steps]"""
+    ACTOR_PHASE = 1
 
-    def __init__(
-        self,
-        cfg: TD3Config,
-        obs_shape: tuple[int, ...],
-        action_size: int,
-        device: torch.device,
-        precision: Precision,
-        *,
-        seed: int = 0,
-        compile: bool = False,
-        capturable: bool = False,
-        low: torch.Tensor | None = None,
-        high: torch.Tensor | None = None,
-    ) -> None:
-        self.cfg, self.device, self.precision = cfg, device, precision
-        self.action_size = action_size
-        low, high = action_box(action_size, low, high)
-        obs_size = flat_size(obs_shape)
-        self.actor = DeterministicActor(obs_size, action_size, cfg.hidden, low, high).to(device)
+    def _make_actor(
+        self, obs_size: int, low: torch.Tensor, high: torch.Tensor
+    ) -> DeterministicActor:
+        return DeterministicActor(obs_size, self.action_size, self.cfg.hidden, low, high)
+
+    def _more(self, low: torch.Tensor, high: torch.Tensor, capturable: bool) -> None:
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
-        self.policy_net = self.actor
-        """The acting network."""
-        self.critic = TwinCritic(
-            obs_size,
-            action_size,
-            cfg.hidden,
-            cfg.lr,
-            cfg.adam_eps,
-            device,
-            precision,
-            capturable=capturable,
-        )
-        self.actor_params = list(self.actor.parameters())
         self._actor_target_params = list(self.actor_target.parameters())
-        self.actor_precision = copy_precision(precision)
-        self.actor_optimizer = make_optimizer(
-            self.actor_params, cfg.lr, cfg.adam_eps, device, capturable=capturable
-        )
-        self.low, self.high = low.to(device), high.to(device)
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed)
-        self.learn_generator = torch.Generator(device=device)
-        self.learn_generator.manual_seed(seed + 1)
-        self.updates = 0
-        self.sync = None
-        """Gradient all-reduce (unused: TD3 runs in one process)."""
-        # [critic loss, mean Q, |TD|, actor loss, critic steps, actor steps]
-        self._stats = torch.zeros(6, device=device)
+        self.low, self.high = low.to(self.device), high.to(self.device)
 
     # ------------------------------------------------------------------ acting
     def _clip(self, a: torch.Tensor) -> torch.Tensor:
@@ -151,28 +104,6 @@ class TD3:
             return self.actor(obs).float()
 
     # ------------------------------------------------------------------ learning
-    def learn(
-        self, buffer: Buffer, batch_size: int, beta: float | torch.Tensor = 0.4
-    ) -> torch.Tensor:
-        """One update (:meth:`learn_step`), counted; the actor and the targets update
-        every ``policy_frequency`` updates (Fujimoto et al. 2018's delay)."""
-        update_actor = (self.updates + 1) % self.cfg.policy_frequency == 0
-        td_abs = self.learn_step(buffer, batch_size, beta, update_actor)
-        self.updates += 1
-        return td_abs
-
-    def learn_step(
-        self, buffer: Buffer, batch_size: int, beta: float | torch.Tensor, update_actor: bool
-    ) -> torch.Tensor:
-        """Sample, update, blend, write priorities: the capturable step."""
-        with span("sample"):
-            batch = buffer.sample(batch_size, beta)
-        with span("update"):
-            td_abs = self.update_on(batch, update_actor)
-        with span("priorities"):
-            buffer.update_priorities(batch.indices, td_abs)
-        return td_abs
-
     def update_on(self, batch: ReplayBatch, update_actor: bool = True) -> torch.Tensor:
         """Critic step; with ``update_actor`` the actor step and both Polyak blends.
         Returns |TD error| per row."""
@@ -221,24 +152,9 @@ class TD3:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:
-        return {
-            "actor": self.actor.state_dict(),
-            "actor_target": self.actor_target.state_dict(),
-            "critic": self.critic.state_dict(),
-            "actor_optimizer": self.actor_optimizer.state_dict(),
-            "actor_precision": self.actor_precision.state_dict(),
-            "generator": self.generator.get_state(),
-            "learn_generator": self.learn_generator.get_state(),
-            "updates": self.updates,
-        }
+        return {**super().state_dict(), "actor_target": self.actor_target.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore in place, so that steps captured before keep reading the same tensors."""
-        self.actor.load_state_dict(state["actor"])
+        """Restore in place, the actor's target too (see the base class)."""
+        super().load_state_dict(state)
         self.actor_target.load_state_dict(state["actor_target"])
-        self.critic.load_state_dict(state["critic"])
-        load_optimizer_state(self.actor_optimizer, state["actor_optimizer"])
-        self.actor_precision.load_state_dict(state["actor_precision"])
-        self.generator.set_state(state["generator"])
-        self.learn_generator.set_state(state["learn_generator"])
-        self.updates = int(state["updates"])

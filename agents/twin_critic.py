@@ -21,10 +21,18 @@ from dataclasses import dataclass
 import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
+from rlamd.profiling import span
 
 from .networks import TwinQ
 
-__all__ = ["OffPolicySettings", "TwinCritic", "action_box", "copy_precision", "flat_size"]
+__all__ = [
+    "OffPolicySettings",
+    "TwinCritic",
+    "TwinCriticAgent",
+    "action_box",
+    "copy_precision",
+    "flat_size",
+]
 
 
 def flat_size(shape: tuple[int, ...]) -> int:
@@ -218,3 +226,139 @@ def copy_precision(p: Precision) -> Precision:
     """A helper of the same mode and limits with its own loss scale and counters (each
     optimizer gets one: an fp16 loss scale follows one loss)."""
     return Precision(p.mode, p.device, max_grad_norm=p.max_grad_norm, grad_clamp=p.grad_clamp)
+
+
+class TwinCriticAgent:
+    """What the SAC and TD3 learners share (inject the device and precision).
+
+    Their steps are plain functions of tensors, the same on every device:
+
+    * ``act`` -- actions for a batch of observations, uniformly random ones with
+      probability ``random_share`` (1 before learning starts);
+    * :meth:`learn_step` -- one whole update from a replay: sample, critic step, then
+      (``update_actor``) the actor's own steps, the Polyak blends and the priority write;
+      no host synchronisation;
+    * :meth:`learn` -- :meth:`learn_step` plus the host bookkeeping (the update counter,
+      which says whether the actor updates).
+
+    Whoever builds the agent may capture ``act`` and ``learn_step`` as CUDA/HIP graphs from
+    outside (:func:`rlamd.graphs.capture_methods`; ``update_actor`` True and False are two
+    graphs). The CPU runs the very same functions. A subclass makes its actor
+    (:meth:`_make_actor`), adds its own parts (:meth:`_more`) and its update (``update_on``).
+
+    Args:
+        cfg: settings.
+        obs_shape: one observation's shape (vectors).
+        action_size: the flat action width.
+        device, precision: where, and the clamped mixed-precision helper.
+        seed: seeds the agent's generators (acting, and the noise of the update).
+        compile: unused (accepted as every agent takes it).
+        capturable: optimizers a captured graph can step (GPUs only).
+        low, high: the action box, flat (default ``[-1, 1]``).
+    """
+
+    STATS: int = 6
+    """Width of the metric sums kept on the device."""
+    ACTOR_PHASE: int = 0
+    """The actor updates when ``(updates + ACTOR_PHASE) % policy_frequency == 0``."""
+
+    def __init__(
+        self,
+        cfg,
+        obs_shape: tuple[int, ...],
+        action_size: int,
+        device: torch.device,
+        precision: Precision,
+        *,
+        seed: int = 0,
+        compile: bool = False,
+        capturable: bool = False,
+        low: torch.Tensor | None = None,
+        high: torch.Tensor | None = None,
+    ) -> None:
+        self.cfg, self.device, self.precision = cfg, device, precision
+        self.action_size = action_size
+        low, high = action_box(action_size, low, high)
+        obs_size = flat_size(obs_shape)
+        self.actor = self._make_actor(obs_size, low, high).to(device)
+        self.policy_net = self.actor
+        """The acting network."""
+        self.critic = TwinCritic(
+            obs_size,
+            action_size,
+            cfg.hidden,
+            cfg.lr,
+            cfg.adam_eps,
+            device,
+            precision,
+            capturable=capturable,
+        )
+        self.actor_params = list(self.actor.parameters())
+        self.actor_precision = copy_precision(precision)
+        self.actor_optimizer = make_optimizer(
+            self.actor_params, cfg.lr, cfg.adam_eps, device, capturable=capturable
+        )
+        self._more(low, high, capturable)
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.learn_generator = torch.Generator(device=device)
+        self.learn_generator.manual_seed(seed + 1)
+        self.updates = 0
+        self.sync = None
+        """Gradient all-reduce (unused: SAC and TD3 run in one process)."""
+        self._stats = torch.zeros(self.STATS, device=device)
+
+    def _make_actor(self, obs_size: int, low: torch.Tensor, high: torch.Tensor):
+        raise NotImplementedError
+
+    def _more(self, low: torch.Tensor, high: torch.Tensor, capturable: bool) -> None:
+        """The subclass's own parts, made after the shared ones (no random draws here)."""
+
+    def update_on(self, batch, update_actor: bool = True) -> torch.Tensor:
+        raise NotImplementedError
+
+    def learn(self, buffer, batch_size: int, beta: float | torch.Tensor = 0.4) -> torch.Tensor:
+        """One update from ``buffer`` (:meth:`learn_step`), counted; the actor updates every
+        ``policy_frequency`` updates.
+
+        Returns |TD error| per sampled row (from a captured step: a buffer the next step
+        overwrites).
+        """
+        update_actor = (self.updates + self.ACTOR_PHASE) % self.cfg.policy_frequency == 0
+        td_abs = self.learn_step(buffer, batch_size, beta, update_actor)
+        self.updates += 1
+        return td_abs
+
+    def learn_step(
+        self, buffer, batch_size: int, beta: float | torch.Tensor, update_actor: bool
+    ) -> torch.Tensor:
+        """Sample, update, blend, write priorities: the capturable step."""
+        with span("sample"):
+            batch = buffer.sample(batch_size, beta)
+        with span("update"):
+            td_abs = self.update_on(batch, update_actor)
+        with span("priorities"):
+            buffer.update_priorities(batch.indices, td_abs)
+        return td_abs
+
+    def state_dict(self) -> dict:
+        return {
+            "actor": self.actor.state_dict(),
+            "critic": self.critic.state_dict(),
+            "actor_optimizer": self.actor_optimizer.state_dict(),
+            "actor_precision": self.actor_precision.state_dict(),
+            "generator": self.generator.get_state(),
+            "learn_generator": self.learn_generator.get_state(),
+            "updates": self.updates,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore in place (networks, optimizer moments, generators), so that steps
+        captured before keep reading the same tensors."""
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        load_optimizer_state(self.actor_optimizer, state["actor_optimizer"])
+        self.actor_precision.load_state_dict(state["actor_precision"])
+        self.generator.set_state(state["generator"])
+        self.learn_generator.set_state(state["learn_generator"])
+        self.updates = int(state["updates"])

@@ -125,6 +125,21 @@ def capture_continuous(agent: Any, mode: str, log=None) -> Any:
     )
 
 
+def continuous_presets(name: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """SAC's and TD3's run presets for ``Box`` tasks (MuJoCo's long runs: the RL Zoo's 1M
+    steps, evaluated and checkpointed every 50k); the algorithm's own section keeps its
+    config's defaults, which are its RL Zoo values (cited in its module)."""
+    train = {
+        "steps": 1_000_000,
+        "num_envs": 1,
+        "eval_every": 50_000,
+        "checkpoint_every": 50_000,
+        "log_every": 5_000,
+        "eval_episodes": 10,
+    }
+    return {"continuous": {"train": train, name: {}}}
+
+
 class ContinuousQAlgorithm:
     """An off-policy actor-critic for ``Box`` actions: SAC's and TD3's algorithm objects
     are subclasses that name their own parts (class attributes, as every algorithm's).
@@ -152,8 +167,8 @@ class ContinuousQAlgorithm:
         self.checks = continuous_checks()
 
     def capture(self, agent: Any, mode: str, log=None) -> Any:
-        """The algorithm's capture site (its module's ``capture_NAME``)."""
-        raise NotImplementedError
+        """The algorithm's capture site: its ``act`` and ``learn_step`` as graphs."""
+        return capture_continuous(agent, mode, log)
 
     def check(self, cfg: RunConfig) -> None:
         for check in self.checks.values():

@@ -4,32 +4,18 @@ off-policy machinery it shares with TD3 (:mod:`rlamd.algos.continuous`); the upd
 
 from __future__ import annotations
 
-from typing import Any
-
 from rlamd.agents.sac import SAC, SACConfig
 
-from .continuous import ContinuousQAlgorithm, capture_continuous
+from .continuous import ContinuousQAlgorithm, capture_continuous, continuous_presets
 
 __all__ = ["SAC_ALGORITHM", "SACAlgorithm", "capture_sac"]
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # Box actions: the RL Zoo's SAC for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/sac.yml,
-    # "mujoco-defaults": SB3's defaults, 1M steps, 10k random steps first), which are
-    # SACConfig's defaults; CleanRL's sac_continuous_action.py differs in q_lr 1e-3,
-    # policy_frequency 2 and 5k random steps. Pendulum-v1's Zoo entry: 20k steps, lr 1e-3,
-    # 100 random steps (--set sac.lr=1e-3 --set sac.learning_starts=100).
-    "continuous": {
-        "train": {
-            "steps": 1_000_000,
-            "num_envs": 1,
-            "eval_every": 50_000,
-            "checkpoint_every": 50_000,
-            "log_every": 5_000,
-            "eval_episodes": 10,
-        },
-        "sac": {},
-    },
-}
+# Box actions: the RL Zoo's SAC for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/sac.yml,
+# "mujoco-defaults": SB3's defaults, 1M steps, 10k random steps first), which are
+# SACConfig's defaults; CleanRL's sac_continuous_action.py differs in q_lr 1e-3,
+# policy_frequency 2 and 5k random steps. Pendulum-v1's Zoo entry: 20k steps, lr 1e-3,
+# 100 random steps (--set sac.lr=1e-3 --set sac.learning_starts=100).
+PRESETS = continuous_presets("sac")
 
 
 def capture_sac(agent: SAC, mode: str, log=None) -> SAC:
@@ -44,9 +30,6 @@ class SACAlgorithm(ContinuousQAlgorithm):
     config = SACConfig
     agent_class = SAC
     presets = PRESETS
-
-    def capture(self, agent: SAC, mode: str, log=None) -> SAC:
-        return capture_sac(agent, mode, log)
 
 
 SAC_ALGORITHM = SACAlgorithm()

@@ -4,31 +4,17 @@ off-policy machinery it shares with SAC (:mod:`rlamd.algos.continuous`); the upd
 
 from __future__ import annotations
 
-from typing import Any
-
 from rlamd.agents.td3 import TD3, TD3Config
 
-from .continuous import ContinuousQAlgorithm, capture_continuous
+from .continuous import ContinuousQAlgorithm, capture_continuous, continuous_presets
 
 __all__ = ["TD3_ALGORITHM", "TD3Algorithm", "capture_td3"]
 
-PRESETS: dict[str, dict[str, dict[str, Any]]] = {
-    # Box actions: the RL Zoo's TD3 for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/td3.yml
-    # at d29756c4, "mujoco-defaults": 1M steps, 10k random steps, Gaussian noise 0.1,
-    # lr 1e-3, batch 256, [400, 300]), which are TD3Config's defaults. CleanRL's
-    # td3_continuous_action.py differs in lr 3e-4, 256-unit layers and 25k random steps.
-    "continuous": {
-        "train": {
-            "steps": 1_000_000,
-            "num_envs": 1,
-            "eval_every": 50_000,
-            "checkpoint_every": 50_000,
-            "log_every": 5_000,
-            "eval_episodes": 10,
-        },
-        "td3": {},
-    },
-}
+# Box actions: the RL Zoo's TD3 for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/td3.yml
+# at d29756c4, "mujoco-defaults": 1M steps, 10k random steps, Gaussian noise 0.1,
+# lr 1e-3, batch 256, [400, 300]), which are TD3Config's defaults. CleanRL's
+# td3_continuous_action.py differs in lr 3e-4, 256-unit layers and 25k random steps.
+PRESETS = continuous_presets("td3")
 
 
 def capture_td3(agent: TD3, mode: str, log=None) -> TD3:
@@ -43,9 +29,6 @@ class TD3Algorithm(ContinuousQAlgorithm):
     config = TD3Config
     agent_class = TD3
     presets = PRESETS
-
-    def capture(self, agent: TD3, mode: str, log=None) -> TD3:
-        return capture_td3(agent, mode, log)
 
 
 TD3_ALGORITHM = TD3Algorithm()
