@@ -217,14 +217,15 @@ def test_sac_refuses_discrete_actions_and_ray_in_one_line(tmp_path, capsys):
 @pytest.mark.slow
 def test_sac_learns_pendulum(tmp_path, capsys):
     """Pendulum-v1 with the RL Zoo's SAC settings (hyperparams/sac.yml: lr 1e-3, SB3's
-    defaults otherwise) for 12k steps: the mean action scores above -400 over 10 episodes
-    (random play scores about -1,200; the Zoo reports about -150 at 20k)."""
+    defaults otherwise) for 6k steps: the mean action scores above -400 over 10 episodes
+    (random play scores about -1,200; the Zoo reports about -150 at 20k; seed 1 scored
+    -110 at 6k on the 2-core development machine)."""
     import json
 
     from rlamd.evaluate import main as evaluate
     from rlamd.train import main
 
-    args = ["Pendulum-v1", "--algo", "sac", "--steps", "12000", "--eval-every", "0"]
+    args = ["Pendulum-v1", "--algo", "sac", "--steps", "6000", "--eval-every", "0"]
     sets = ["--set=sac.lr=1e-3", "--set=sac.learning_starts=100", "--seed", "1"]
     assert main([*args, *sets, *_cli(tmp_path, "learn")]) == 0
     capsys.readouterr()
