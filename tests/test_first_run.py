@@ -101,6 +101,7 @@ def test_resume_without_saved_replay_refills_before_updating_and_says_so():
     loop.collector.close()
 
 
+@pytest.mark.slow
 def test_resume_with_saved_replay_says_it_came_back():
     loop, _ = _loop(learning_starts=100)
     for _ in range(30):

@@ -262,6 +262,7 @@ def test_ppo_learns_cartpole(tmp_path, capsys):
     assert result["mean"] >= 475, result
 
 
+@pytest.mark.slow
 def test_ppo_breakout_smoke_resume_and_evaluate(tmp_path, capsys):
     common = ["--logdir", str(tmp_path), "--eval-every", "0", "--log-every", "512"]
     args = [

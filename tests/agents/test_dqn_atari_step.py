@@ -52,6 +52,7 @@ def _distance_moved(cfg: DQNConfig, replay, updates: int = 20) -> float:
     return sum(float((p.detach() - b).norm()) for p, b in zip(agent.params, before, strict=True))
 
 
+@pytest.mark.slow
 def test_the_atari_defaults_take_full_adam_steps_on_breakout(breakout_replay):
     shipped = DQNConfig()
     plain = dataclasses.replace(shipped, adam_eps=1e-8)  # Adam as SB3 and CleanRL use it

@@ -148,6 +148,7 @@ def test_ray_settings_are_checked():
         RayConfig(gpus_per_learner=1.5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("algo", ["dqn", "ppo"])
 def test_two_learner_processes_on_halves_match_one_learner_on_the_whole_batch(algo):
     """gloo between two processes; the same check runs between Ray actors under -m ray."""

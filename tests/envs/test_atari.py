@@ -21,6 +21,7 @@ def test_observation_format_is_the_same_for_both_backends(backend):
     env.close()
 
 
+@pytest.mark.slow
 def test_scores_are_real_game_scores_across_lives():
     """Lock-step against raw ALE playing the same seeds: learning rewards are clipped and
     lives end learning episodes, but the score handed on is the whole game's raw sum."""
