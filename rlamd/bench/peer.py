@@ -19,23 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-__all__ = [
-    "MEASUREMENTS",
-    "BasePeer",
-    "PPOSettings",
-    "Peer",
-    "PeerUnavailable",
-    "Recipe",
-    "Throughput",
-    "get",
-    "nearest",
-    "peer_python",
-    "peers",
-    "recipe",
-    "register",
-    "require",
-    "set_python",
-]
+__all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
 MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
 
@@ -118,40 +102,40 @@ class Throughput:
 
 @runtime_checkable
 class Peer(Protocol):
-    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals)."""
+    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals).
+
+    ``name`` keys figure names, ``--contenders`` and ``--peer-python``; ``unavailable()``
+    says why it cannot run here, or None. Per measurement: ``dqn_side`` a
+    :class:`rlamd.bench.dqn.Side` of its DQN on Breakout (1 env, replay filled with ``warm``
+    steps, ``iters`` units a call) and ``dqn_algorithm`` the ``DQNConfig`` fields that make
+    rlamd run its algorithm; ``ppo`` its PPO with ``settings``, built and warmed up;
+    ``replay`` a filled prioritized sampler's loop (``iters`` x draw and write); ``race_skip``
+    why it cannot race, ``race_command`` (argv writing ``folder/evals.csv``, its settings
+    with ``source`` and ``tag``) and ``race_train`` (in that child: train, calling
+    ``evals``); ``contention`` (iterate() -> env steps, close) on Breakout in this process.
+    """
 
     name: str
-    """Key in figure names, ``--contenders`` and ``--peer-python`` (lower case, no spaces)."""
     label: str
     colour: str
     measurements: frozenset[str]
 
-    def unavailable(self) -> str | None:
-        """Why it cannot run here (not installed, cannot load), or None."""
+    def unavailable(self) -> str | None: ...
+    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any: ...
+    def dqn_algorithm(self) -> dict[str, Any]: ...
+    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput: ...
+    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any: ...
+    def race_skip(self, env: str, algo: str) -> str | None: ...
+    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple: ...
+    def race_train(self, args: Any, stop: Any, evals: Any) -> None: ...
+    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]: ...
 
-    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
-        """``dqn``: a :class:`rlamd.bench.dqn.Side` of its DQN on Breakout, 1 env."""
 
-    def dqn_algorithm(self) -> dict[str, Any]:
-        """``dqn``: the ``DQNConfig`` fields that make rlamd run this peer's algorithm."""
+def _refusal(what: str) -> Callable[..., Any]:
+    def refuse(self: BasePeer, *args: Any) -> Any:
+        raise PeerUnavailable(f"{self.label} takes no part in the {what} measurement")
 
-    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
-        """``ppo``: its PPO with ``settings``, built and warmed up; ``iters`` rollouts a call."""
-
-    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any:
-        """``replay``: a filled prioritized sampler's loop: ``iters`` x (draw, write)."""
-
-    def race_skip(self, env: str, algo: str) -> str | None:
-        """``race``: why it cannot race ``algo`` on rlamd's env ``env`` here, or None."""
-
-    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
-        """``race``: (argv writing ``folder/evals.csv``, its settings with ``source``, ``tag``)."""
-
-    def race_train(self, args: Any, stop: Any, evals: Any) -> None:
-        """``race``, in the child :func:`race_command` starts: train and call ``evals``."""
-
-    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]:
-        """``contention``: (iterate() -> env steps, close) on Breakout in this process."""
+    return refuse
 
 
 class BasePeer:
@@ -167,6 +151,8 @@ class BasePeer:
     """True: it runs under its own interpreter (:func:`peer_python`), never in this one."""
     recipes: ClassVar[dict[tuple[str, str], Recipe]] = {}
     no_recipe = "no recipe for {env} / {algo}"
+    dqn_side, ppo, replay = _refusal("dqn"), _refusal("ppo"), _refusal("replay")
+    race_train, contention = _refusal("race"), _refusal("contention")
 
     def unavailable(self) -> str | None:
         module, how = self.requires
@@ -177,23 +163,8 @@ class BasePeer:
             return str(exc)
         return None
 
-    def _refuse(self, what: str) -> PeerUnavailable:
-        return PeerUnavailable(f"{self.label} takes no part in the {what} measurement")
-
-    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
-        raise self._refuse("dqn")
-
     def dqn_algorithm(self) -> dict[str, Any]:
         return {}
-
-    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
-        raise self._refuse("ppo")
-
-    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any:
-        raise self._refuse("replay")
-
-    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]:
-        raise self._refuse("contention")
 
     def recipe(self, env: str, algo: str) -> Recipe:
         """Its recipe for ``env`` and ``algo``; PeerUnavailable saying there is none."""
@@ -216,9 +187,6 @@ class BasePeer:
         if self.own_python:
             cmd += ["--peer-python", f"{self.name}={peer_python(self.name)}"]
         return cmd, {**rec.to_dict(), "steps": proto.steps or rec.steps}
-
-    def race_train(self, args: Any, stop: Any, evals: Any) -> None:
-        raise self._refuse("race")
 
 
 _PEERS: dict[str, Peer] = {}

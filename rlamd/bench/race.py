@@ -203,30 +203,15 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
 def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
     from rlamd.device import DEVICE_HELP
 
-    p = argparse.ArgumentParser(
-        prog="python -m rlamd.bench race",
-        description="Train rlamd and "
-        "each installed peer to a score; report the wall-clock seconds and env steps each "
-        "needed (protocol: see the README, Benchmarks).",
-    )
+    what = "Train rlamd and each installed peer to a score; report the wall-clock seconds and "
+    what += "env steps each needed (protocol: see the README, Benchmarks)."
+    p = argparse.ArgumentParser(prog="python -m rlamd.bench race", description=what)
     p.add_argument("env", help="an env rlamd trains: cartpole, pong, breakout, ...")
     p.add_argument("--target", type=float, required=True, help="evaluation score to reach")
-    p.add_argument(
-        "--algo", default="both", choices=(*ALGOS, "both"), help="dqn, ppo or both (default)"
-    )
+    p.add_argument("--algo", default="both", choices=(*ALGOS, "both"), help="default: both")
     for flag, kind, default, text in (
-        (
-            "--minutes",
-            float,
-            None,
-            "wall-clock budget per contender (default: 5 classic control, 15 Atari)",
-        ),
-        (
-            "--eval-every",
-            int,
-            None,
-            "env steps between evaluations (default: 2,500 classic, 50,000 Atari)",
-        ),
+        ("--minutes", float, None, "budget per contender (default: 5 classic control, 15 Atari)"),
+        ("--eval-every", int, None, "env steps between evaluations (default: 2,500 / 50,000)"),
         ("--eval-episodes", int, None, "episodes per evaluation (default: 10 classic, 8 Atari)"),
         ("--threads", int, None, "cores each contender may use (default: the affinity mask)"),
         ("--seeds", int, 1, "seeds per contender (default: 1)"),
@@ -236,16 +221,13 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--out", default="bench-out/race", help="folder (default: bench-out/race)")
     p.add_argument("--no-peers", action="store_true", help="race rlamd alone")
-    p.add_argument(
-        "--contenders", help=f"comma-separated, any of {', '.join(every)} (default: all)"
-    )
+    p.add_argument("--contenders", help=f"comma-separated, of {', '.join(every)} (default: all)")
     p.add_argument(
         "--peer-python",
         action="append",
         default=[],
         metavar="NAME=PATH",
-        help="run peer NAME under this interpreter (default: .venv-peers/NAME, made by "
-        "`bash scripts/setup.sh --bench-peers`, else this one)",
+        help="run peer NAME under this interpreter (default: .venv-peers/NAME, else this one)",
     )
     return p
 
@@ -270,16 +252,18 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     except (ValueError, DeviceError) as exc:
         p.error(str(exc))
     algos = ALGOS if args.algo == "both" else (args.algo,)
+    every_, games = args.eval_every or each, args.eval_episodes or episodes
+    seeds, threads = tuple(range(1, args.seeds + 1)), args.threads or cores_available()
     proto = RaceProtocol(
         args.env,
         args.target,
         algos,
         args.minutes or minutes,
-        args.eval_every or each,
-        args.eval_episodes or episodes,
-        args.threads or cores_available(),
+        every_,
+        games,
+        threads,
         device,
-        tuple(range(1, args.seeds + 1)),
+        seeds,
         args.steps,
     )
     for flag, ok, accepted in (
