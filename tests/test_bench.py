@@ -266,19 +266,36 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
 def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
     import importlib
 
-    from rlamd.bench.__main__ import _RUNNERS, _run
+    from rlamd.bench.__main__ import _RUNNERS, _run, suite_function
     from rlamd.bench.common import MIN_REPEATS
 
     seen: dict[str, int] = {}
-    for suite, (module, _) in _RUNNERS.items():
+    for suite in _RUNNERS:
+        module = suite_function(suite).__module__
         func = f"run_{suite}_suite"
 
         def fake(*args, _suite=suite, **kwargs):
             seen[_suite] = kwargs.get("repeats", kwargs.get("iters"))
             return [object()]
 
-        monkeypatch.setattr(importlib.import_module(f"rlamd.bench.{module}"), func, fake)
+        monkeypatch.setattr(importlib.import_module(module), func, fake)
         _run(suite, torch.device("cpu"), quick, False, [])
     assert set(seen) == set(_RUNNERS)
     seen.pop("allreduce")  # no repeats: one timing per message size, median of iters
     assert all(r >= MIN_REPEATS for r in seen.values()), seen
+
+
+def test_a_child_answers_in_json_lines_and_its_failure_names_its_last_words(tmp_path):
+    import sys
+
+    from rlamd.bench.child import Child
+
+    script = "import sys; print('{\"ready\": 1}', flush=True); sys.stdin.readline(); "
+    script += "print('not json', flush=True); sys.exit('boom')"
+    child = Child([sys.executable, "-c", script], tmp_path / "log", stdin=True)
+    assert child.ask(None, 30) == {"ready": 1}
+    with pytest.raises(RuntimeError, match=r"child failed \(exit 1\): (boom|not json)"):
+        child.ask("go", 30)
+    log = (tmp_path / "log").read_text()
+    assert "not json" in log and "boom" in log  # other lines and stderr go to the log
+    assert child.proc.poll() == 1

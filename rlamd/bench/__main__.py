@@ -26,57 +26,54 @@ from .common import MIN_REPEATS, Figure, chart, machine_info, save_chart
 from .load import LoadMonitor
 from .peer import nearest, peers, set_python
 
+_NAME = "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128"
 _SOURCE = "published figure quoted in the rlamd project brief (Atari iteration-speed table)"
 PUBLISHED = [
     {
-        "name": "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128",
+        "name": _NAME,
         "hardware": hw,
         "median": m,
         "plus_minus": pm,
         "unit": "it/s",
         "source": _SOURCE,
     }
-    for hw, m, pm in (
-        ("AMD Radeon RX 6800 XT", 2150.0, 120.0),
-        ("NVIDIA GeForce RTX 3080", 2480.0, 150.0),
-    )
+    for hw, m, pm in (("AMD Radeon RX 6800 XT", 2150, 120), ("NVIDIA GeForce RTX 3080", 2480, 150))
 ]
 """Published figures shown beside the measured ones; never mixed with them."""
 
-R, _AUTO = MIN_REPEATS, ("auto",)
-# suite -> (module, {argument: (with --quick, without)}); every compared figure gets at
-# least MIN_REPEATS interleaved rounds.
+R, _AUTO, _BOTH = MIN_REPEATS, ("auto",), ("auto", "fp32")
+# suite -> {argument: (with --quick, without)}; every compared figure gets at least
+# MIN_REPEATS interleaved rounds. Each suite is ``run_SUITE_suite`` in its module.
 _RUNNERS = {
-    "device": ("device", {"quick": (True, False), "repeats": (R, 5)}),
-    "env": ("env", {"steps": (100, 400), "repeats": (R, 5)}),
-    "replay": ("replay", {"capacity": (2**18, 2**20), "iters": (50, 200), "repeats": (R, 5)}),
-    "learner": (
-        "learner",
-        {"batches": ((32, 128), (32, 128, 512)), "iters": (3, 10), "repeats": (R, R)},
-    ),
-    "dqn": (
-        "dqn",
-        {
-            "batches": ((128,), (32, 128)),
-            "iters": (15, 60),
-            "repeats": (R, R),
-            "precisions": (_AUTO, (*_AUTO, "fp32")),
-        },
-    ),
-    "ppo": ("ppo", {"iters": (1, 3), "repeats": (R, R), "precisions": (_AUTO, (*_AUTO, "fp32"))}),
-    "classic": ("ppo", {"iters": (2, 4), "repeats": (3, 7)}),
-    "rollout": ("rollout", {"rounds": (2, 4), "repeats": (R, R)}),
-    "allreduce": ("allreduce", {"max_bytes": (16 * 2**20, 256 * 2**20), "iters": (5, 10)}),
-    "contention": ("contention", {"seconds": (6.0, 20.0), "repeats": (R, R)}),
+    "device": {"quick": (True, False), "repeats": (R, 5)},
+    "env": {"steps": (100, 400), "repeats": (R, 5)},
+    "replay": {"capacity": (2**18, 2**20), "iters": (50, 200), "repeats": (R, 5)},
+    "learner": {"batches": ((32, 128), (32, 128, 512)), "iters": (3, 10), "repeats": (R, R)},
+    "dqn": {
+        "batches": ((128,), (32, 128)),
+        "iters": (15, 60),
+        "repeats": (R, R),
+        "precisions": (_AUTO, _BOTH),
+    },
+    "ppo": {"iters": (1, 3), "repeats": (R, R), "precisions": (_AUTO, _BOTH)},
+    "classic": {"iters": (2, 4), "repeats": (3, 7)},
+    "rollout": {"rounds": (2, 4), "repeats": (R, R)},
+    "allreduce": {"max_bytes": (16 * 2**20, 256 * 2**20), "iters": (5, 10)},
+    "contention": {"seconds": (6.0, 20.0), "repeats": (R, R)},
 }
 SUITES = tuple(_RUNNERS)
 
 
+def suite_function(suite: str):
+    """``run_SUITE_suite`` of the suite's module (``classic`` lives with ``ppo``)."""
+    module = importlib.import_module(f"rlamd.bench.{'ppo' if suite == 'classic' else suite}")
+    return getattr(module, f"run_{suite}_suite")
+
+
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
     """One suite's figures, or None when it was skipped as a whole (no results entry)."""
-    module, table = _RUNNERS[suite]
-    fn = getattr(importlib.import_module(f"rlamd.bench.{module}"), f"run_{suite}_suite")
-    kwargs = {k: v[0] if quick else v[1] for k, v in table.items()}
+    fn = suite_function(suite)
+    kwargs = {k: v[0] if quick else v[1] for k, v in _RUNNERS[suite].items()}
     if suite == "ppo":
         kwargs["env_counts"] = (8,) if device.type == "cpu" else (8, 64)
     given = {"device": device, "peers": use_peers, "notes": notes}

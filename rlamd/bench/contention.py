@@ -224,7 +224,6 @@ def run_contention_suite(
     """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
     and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone per
     round (median, and ``ratio_range``). Peers play Breakout only."""
-    from rlamd.threads import cores_available
 
     notes = [] if notes is None else notes
     names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
@@ -259,6 +258,13 @@ def run_contention_suite(
                     alone.meta["threads"],
                 )
             )
+    _report(figures, rows, algos, env_name, seconds, repeats)
+    return figures
+
+
+def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -> None:
+    from rlamd.threads import cores_available
+
     by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
     pairs = [(a, by.get(("budget", a, False)), by.get(("untuned", a, False))) for a in algos]
     lines = [
@@ -274,7 +280,6 @@ def run_contention_suite(
         "alone per round, median (min-max)"
     )
     report(head, rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"), lines)
-    return figures
 
 
 def _serve(algo: str, mode: str, env_name: str) -> None:

@@ -19,7 +19,6 @@ import torch
 from .common import (
     Contender,
     Figure,
-    StepCost,
     distinct_precisions,
     each_peer,
     interleave,
@@ -150,17 +149,13 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
         )
     its, ups, grs = got["iterate"], got["learn"], got["learn_step"]
     costs = []
-    for s, f, how in [
-        *((s, f, "eager") for s, f in zip(sides, ups, strict=True)),
-        *(
-            (s, f, "graph" if s.graphed else "eager, agent.learn")
-            for s, f in zip(own, grs, strict=True)
-        ),
-    ]:
-        f.meta.update(
-            asdict(step_cost(s.learn_one if how == "eager" else s.learn_step_one, device))
-        )
-        costs.append((s.who, how, f))
+    timed_as = [(s, f, "eager", s.learn_one) for s, f in zip(sides, ups, strict=True)]
+    for s, f in zip(own, grs, strict=True):
+        timed_as.append((s, f, "graph" if s.graphed else "eager, agent.learn", s.learn_step_one))
+    for s, f, how, step in timed_as:
+        c = step_cost(step, device)
+        f.meta.update(asdict(c))
+        costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.cells()))
     base = its[0]
     rows = [
         (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).cell())
@@ -218,20 +213,9 @@ def run_dqn_suite(
     report(head, rows, ("framework", "batch", "iterations/s", "learner updates/s", "ratio"))
     unit = "kernels" if device.type == "cuda" else "ops"
     what = "GPU kernels" if device.type == "cuda" else "leaf ATen ops doing work"
-    keys = ("launches", "kernels", "host_us", "device_us")
-    cost_rows = [
-        (
-            who,
-            how,
-            str(f.meta["batch"]),
-            f"{f.median:.1f}",
-            *StepCost(**{k: f.meta.get(k) for k in keys}).cells(),
-        )
-        for who, how, f in costs
-    ]
     report(
         f"per learn step (sample + update + priorities) on {device}, torch.profiler; {unit}: {what}",
-        cost_rows,
+        costs,
         ("framework", "mode", "batch", "updates/s", unit, "launches", "host µs", "device µs"),
         lines,
     )

@@ -77,20 +77,110 @@ def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
     return capture_dqn(DQN(DQNConfig(), (4, 84, 84), 4, device, p, capturable=graphs), mode)
 
 
-def _rows(label: str, built: list, device, iters: int, repeats: int, out: dict, cost: bool):
-    """Interleave ``(name, meta, step)``; a table row per figure (and a step-cost row)."""
-    contenders = [
-        Contender(name, "updates/s", timed(repeat(step, iters), device=device), meta)
-        for name, meta, step in built
-    ]
-    for f, (_, m, step) in zip(interleave(contenders, repeats=repeats), built, strict=True):
-        cells = (m["precision"], str(m["batch"]), m.get("graph", "off"))
-        out["rows"].append((label, *cells, f"{f.median:,.1f}"))
-        out["figures"].append(f)
-        if cost:
-            c = step_cost(step, device)
-            f.meta.update(asdict(c))
-            out["costs"].append((label.split(" (")[0], *cells, *c.cells()))
+class _Suite:
+    """One suite run: its tensors' generator, the figures and the rows it collects."""
+
+    def __init__(self, device: torch.device, iters: int, repeats: int) -> None:
+        from rlamd.device import describe_device
+
+        self.device, self.iters, self.repeats = device, iters, repeats
+        self.g = torch.Generator(device=device).manual_seed(0)
+        self.rows, self.figures, self.costs = [], [], []
+        gpu = device.type == "cuda"
+        # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
+        bf16 = ["bf16"] if describe_device(device).bf16 else []
+        self.precisions = ["fp32", *bf16, *(["fp16"] if gpu else [])]
+        modes = ("off", "on") if gpu else ("off",)
+        self.variants = [(p, m) for p in self.precisions for m in modes]
+
+    def frames(self, n: int) -> torch.Tensor:
+        return torch.randint(
+            0, 255, (n, 4, 84, 84), dtype=torch.uint8, device=self.device, generator=self.g
+        )
+
+    def ints(self, n: int) -> torch.Tensor:
+        return torch.randint(0, 4, (n,), device=self.device, generator=self.g)
+
+    def time(self, label: str, built: list, cost: bool) -> None:
+        """Interleave ``(name, meta, step)``; a table row per figure (and a step-cost row)."""
+        d = self.device
+        contenders = [
+            Contender(name, "updates/s", timed(repeat(step, self.iters), device=d), meta)
+            for name, meta, step in built
+        ]
+        for f, (_, m, step) in zip(
+            interleave(contenders, repeats=self.repeats), built, strict=True
+        ):
+            cells = (m["precision"], str(m["batch"]), m.get("graph", "off"))
+            self.rows.append((label, *cells, f"{f.median:,.1f}"))
+            self.figures.append(f)
+            if cost:
+                c = step_cost(step, d)
+                f.meta.update(asdict(c))
+                self.costs.append((label.split(" (")[0], *cells, *c.cells()))
+
+    def dqn(self, b: int, buf: Any) -> None:
+        """DQN updates on a synthetic batch of ``b``; with ``buf``, learn steps from it."""
+        from rlamd.replay import ReplayBatch
+
+        d, randn = self.device, torch.randn(b, device=self.device, generator=self.g)
+        data = ReplayBatch(
+            self.frames(b),
+            self.ints(b),
+            randn,
+            self.frames(b),
+            torch.full((b,), 0.97, device=d),
+            torch.ones(b, device=d),
+            torch.arange(b, device=d),
+        )
+        meta = {"batch": b, "device": str(d)}
+        self.time(
+            "DQN update",
+            [
+                (
+                    f"learner/dqn/{p}/b{b}",
+                    {"precision": p, **meta},
+                    partial(_agent("dqn", p, None, d).update_on, data),
+                )
+                for p in self.precisions
+            ],
+            False,
+        )
+        if buf is not None:
+            built = []
+            for p, mode in self.variants:
+                agent = _agent("dqn", p, mode, d)
+                m = {
+                    "precision": p,
+                    "batch": b,
+                    "graph": mode,
+                    "captured": agent.learn_step.captured,
+                }
+                step = _warmed(partial(agent.learn, buf, b, 0.5))
+                built.append((f"learner/dqn_learn/{p}/b{b}/graph_{mode}", m, step))
+            self.time("DQN learn step (replay)", built, True)
+
+    def ppo(self, mb: int = 256) -> None:
+        """PPO minibatch updates (256: 8 envs x 128 steps / 4 minibatches)."""
+        from rlamd.agents.ppo import PPORows
+
+        d, z = self.device, torch.zeros(mb, device=self.device)
+        frames, ints = self.frames(mb), self.ints(mb)
+        rows = PPORows(
+            frames, ints, z, z.clone(), torch.randn(mb, device=d, generator=self.g), z.clone()
+        )
+        self.time(
+            "PPO minibatch",
+            [
+                (
+                    f"learner/ppo/{p}/mb{mb}/graph_{mode}",
+                    {"precision": p, "batch": mb, "graph": mode},
+                    _warmed(partial(_agent("ppo", p, mode, d).learn, rows)),
+                )
+                for p, mode in self.variants
+            ],
+            True,
+        )
 
 
 def _warmed(step):
@@ -104,91 +194,23 @@ def run_learner_suite(
     iters: int = 10,
     repeats: int = 3,
 ) -> list[Figure]:
-    from rlamd.agents.ppo import PPORows
-    from rlamd.device import describe_device
-    from rlamd.replay import ReplayBatch
-
-    device, g = torch.device(device), torch.Generator(device=device).manual_seed(0)
-    gpu, out = device.type == "cuda", {"rows": [], "figures": [], "costs": []}
-    # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
-    precisions = [
-        "fp32",
-        *(["bf16"] if describe_device(device).bf16 else []),
-        *(["fp16"] if gpu else []),
-    ]
-    variants = [(p, m) for p in precisions for m in (("off", "on") if gpu else ("off",))]
-    buf = filled_replay(device)
-    frames = partial(torch.randint, 0, 255, dtype=torch.uint8, device=device, generator=g)
-    ints = partial(torch.randint, 0, 4, device=device, generator=g)
-    randn = partial(torch.randn, device=device, generator=g)
-    run = partial(_rows, device=device, iters=iters, repeats=repeats, out=out)
+    device = torch.device(device)
+    suite, buf = _Suite(device, iters, repeats), filled_replay(device)
     for b in batches:
-        data = ReplayBatch(
-            frames((b, 4, 84, 84)),
-            ints((b,)),
-            randn(b),
-            frames((b, 4, 84, 84)),
-            torch.full((b,), 0.97, device=device),
-            torch.ones(b, device=device),
-            torch.arange(b, device=device),
-        )
-        meta = {"batch": b, "device": str(device)}
-        run(
-            "DQN update",
-            [
-                (
-                    f"learner/dqn/{p}/b{b}",
-                    {"precision": p, **meta},
-                    partial(_agent("dqn", p, None, device).update_on, data),
-                )
-                for p in precisions
-            ],
-            cost=False,
-        )
-        if b == max(batches):
-            built = []
-            for p, mode in variants:
-                agent = _agent("dqn", p, mode, device)
-                m = {
-                    "precision": p,
-                    "batch": b,
-                    "graph": mode,
-                    "captured": agent.learn_step.captured,
-                }
-                built.append(
-                    (
-                        f"learner/dqn_learn/{p}/b{b}/graph_{mode}",
-                        m,
-                        _warmed(partial(agent.learn, buf, b, 0.5)),
-                    )
-                )
-            run("DQN learn step (replay)", built, cost=True)
-    mb, z = 256, torch.zeros(256, device=device)  # PPO minibatch: 8 envs x 128 steps / 4
-    rows = PPORows(frames((mb, 4, 84, 84)), ints((mb,)), z, z.clone(), randn(mb), z.clone())
-    run(
-        "PPO minibatch",
-        [
-            (
-                f"learner/ppo/{p}/mb{mb}/graph_{mode}",
-                {"precision": p, "batch": mb, "graph": mode},
-                _warmed(partial(_agent("ppo", p, mode, device).learn, rows)),
-            )
-            for p, mode in variants
-        ],
-        cost=True,
-    )
+        suite.dqn(b, buf if b == max(batches) else None)
+    suite.ppo()
+    head = f"learner on {device}: Nature CNN, Atari-shaped batches on the device (median of "
     report(
-        f"learner on {device}: Nature CNN, Atari-shaped batches on the device (median of "
-        f"{repeats} x {iters})",
-        out["rows"],
+        f"{head}{repeats} x {iters})",
+        suite.rows,
         ("update", "precision", "batch", "graph", "updates/s"),
     )
-    unit = "kernels" if gpu else "ops"
-    head = (
-        f"per learn step on {device} (torch.profiler; {unit}: "
-        + ("GPU kernels run" if gpu else "leaf ATen ops doing work")
-        + "; launches: host submissions; host µs: time to issue it)"
+    unit, gpu = ("kernels", True) if device.type == "cuda" else ("ops", False)
+    what = "GPU kernels run" if gpu else "leaf ATen ops doing work"
+    head = f"per learn step on {device} (torch.profiler; {unit}: {what}; launches: host submissions; host µs: time to issue it)"
+    report(
+        head,
+        suite.costs,
+        ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs"),
     )
-    head_row = ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs")
-    report(head, out["costs"], head_row)
-    return out["figures"]
+    return suite.figures

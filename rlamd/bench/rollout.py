@@ -142,6 +142,12 @@ def run_rollout_suite(
     finally:
         if started:
             ray.shutdown()
+    _table(figures, game, actors, envs, chunk, repeats)
+    return figures
+
+
+def _table(figures: list[Figure], game: str, actors, envs: int, chunk: int, repeats: int) -> None:
+    """Bytes per transition and env steps/s per encoding, with the ratios into meta."""
     by = {f.name: f for f in figures}
     size = {e: by[f"rollout/{e}/bytes_per_transition"].median for e in ENCODINGS}
     by["rollout/frames/bytes_per_transition"].meta["ratio_to_stacks"] = (
@@ -180,4 +186,3 @@ def run_rollout_suite(
         f"frames measured in this run; {os.cpu_count()} cores; median of {repeats}"
     )
     report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
-    return figures
