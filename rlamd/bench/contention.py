@@ -62,22 +62,21 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
     """(iterate() -> env steps, close, thread line) for one condition, in this process."""
     import torch
 
+    line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
+    if mode not in ("budget", "untuned"):
+        from .peer import get
+
+        return (*get(mode).contention(algo, num_envs, warm), line)
     from rlamd.agents.dqn import DQNConfig
     from rlamd.algos import build_agent, get_algorithm
     from rlamd.collector import Collector
     from rlamd.config.sections import RunConfig, TrainConfig
     from rlamd.envs import make_env
-    from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
 
-    if mode not in ("budget", "untuned"):
-        from .peer import get
-
-        return (
-            *get(mode).contention(algo, num_envs, warm),
-            f"torch {torch.get_num_threads()}, ale-py default, OpenMP default",
-        )
-    threads, line = None, f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
+    threads = None
     if mode == "budget":
+        from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
+
         plan = plan_threads(None, num_envs)  # as LocalEngine does on a CPU, default budget
         apply_threads(plan)
         threads, watch = plan.env_threads, LoadWatch(plan)
@@ -151,16 +150,7 @@ class _Child:
             env.update(OPENMP_ENV)
         else:  # the libraries' own defaults: rlamd must not set its wait policy in this child
             env["RLAMD_OPENMP_DEFAULTS"] = "1"
-        cmd = [
-            sys.executable,
-            "-m",
-            "rlamd.bench.contention",
-            "--serve",
-            algo,
-            mode,
-            "--env",
-            env_name,
-        ]
+        cmd = [sys.executable, "-m", __name__, "--serve", algo, mode, "--env", env_name]
         self.child, self.timeout = Child(cmd, stdin=True, env=env), timeout
         self.threads = self.child.ask(None, timeout)["threads"]
 
