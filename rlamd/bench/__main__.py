@@ -24,7 +24,7 @@ from rlamd.device import DEVICE_HELP
 
 from .common import MIN_REPEATS, Figure, chart, machine_info, save_chart
 from .load import LoadMonitor
-from .peer import nearest, peers, set_python
+from .peer import nearest, peer_arguments, peers, use_peer_python
 
 _NAME = "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128"
 _SOURCE = "published figure quoted in the rlamd project brief (Atari iteration-speed table)"
@@ -132,26 +132,11 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--out", default="bench-out", help="folder for results.json and charts (default: bench-out)"
     )
-    p.add_argument(
-        "--no-peers",
-        action="store_true",
-        help=f"skip the peers ({', '.join(p.name for p in peers())}) even when installed",
-    )
-    p.add_argument(
-        "--peer-python",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="run peer NAME's processes under this interpreter",
-    )
+    peer_arguments(p, f"skip the peers ({', '.join(p.name for p in peers())}) even when installed")
     args = p.parse_args(argv)
     for s in (s for s in args.suites if s not in SUITES):
         p.error(nearest("suite", s, SUITES))
-    try:
-        for spec in args.peer_python:
-            set_python(spec)
-    except ValueError as exc:
-        p.error(str(exc))
+    use_peer_python(args, p)
     return args
 
 

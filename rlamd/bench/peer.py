@@ -228,6 +228,23 @@ def set_python(spec: str) -> None:
     _PYTHON[name] = path
 
 
+def peer_arguments(p: Any, skip: str) -> None:
+    """``--no-peers`` (its help: ``skip``) and ``--peer-python NAME=PATH`` on parser ``p``."""
+    p.add_argument("--no-peers", action="store_true", help=skip)
+    text = "run peer NAME's processes under this interpreter (default: .venv-peers/NAME made by "
+    text += "`bash scripts/setup.sh --bench-peers`, else this one)"
+    p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH", help=text)
+
+
+def use_peer_python(args: Any, p: Any) -> None:
+    """Apply ``--peer-python``; a bad one exits through parser ``p`` saying what is accepted."""
+    try:
+        for spec in args.peer_python:
+            set_python(spec)
+    except ValueError as exc:
+        p.error(str(exc))
+
+
 def peer_python(name: str) -> str:
     """The interpreter for peer ``name``: ``--peer-python``, else the venv that
     ``bash scripts/setup.sh --bench-peers`` makes (``.venv-peers/NAME``), else this one."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from .child import stop, thread_env
 from .load import LoadMonitor
-from .peer import get, nearest, peers, set_python
+from .peer import get, nearest, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
 
 __all__ = ["RaceProtocol", "command", "main", "race_one", "read_evals", "stop_reason"]
@@ -220,15 +220,8 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
         p.add_argument(flag, type=kind, default=default, help=text)
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--out", default="bench-out/race", help="folder (default: bench-out/race)")
-    p.add_argument("--no-peers", action="store_true", help="race rlamd alone")
     p.add_argument("--contenders", help=f"comma-separated, of {', '.join(every)} (default: all)")
-    p.add_argument(
-        "--peer-python",
-        action="append",
-        default=[],
-        metavar="NAME=PATH",
-        help="run peer NAME under this interpreter (default: .venv-peers/NAME, else this one)",
-    )
+    peer_arguments(p, "race rlamd alone")
     return p
 
 
@@ -247,10 +240,9 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     try:
         each, episodes, minutes = DEFAULTS[parse_env_id(args.env).family]
         device = str(resolve_device(args.device))
-        for spec in args.peer_python:
-            set_python(spec)
     except (ValueError, DeviceError) as exc:
         p.error(str(exc))
+    use_peer_python(args, p)
     algos = ALGOS if args.algo == "both" else (args.algo,)
     every_, games = args.eval_every or each, args.eval_episodes or episodes
     seeds, threads = tuple(range(1, args.seeds + 1)), args.threads or cores_available()
