@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -299,3 +300,21 @@ def test_a_child_answers_in_json_lines_and_its_failure_names_its_last_words(tmp_
     log = (tmp_path / "log").read_text()
     assert "not json" in log and "boom" in log  # other lines and stderr go to the log
     assert child.proc.poll() == 1
+
+
+def test_the_rollout_table_compares_encodings_without_ray(capsys):
+    from rlamd.bench.common import Figure
+    from rlamd.bench.rollout import _table
+
+    figs = []
+    for enc, size, rate in (("stacks", 28_000.0, 100.0), ("frames", 7_000.0, 120.0)):
+        figs.append(Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", [size]))
+        figs.append(Figure.of(f"rollout/{enc}/in_process/4envs", "env steps/s", [rate]))
+        figs.append(Figure.of(f"rollout/{enc}/ray/2actors", "env steps/s", [rate / 2]))
+    _table(figs, "breakout", (2,), 4, 32, 1)
+    by = {f.name: f.meta for f in figs}
+    assert by["rollout/frames/bytes_per_transition"]["ratio_to_stacks"] == 0.25
+    assert by["rollout/frames/ray/2actors"]["ratio_to_in_process_stacks"] == 0.6
+    assert "ratio_to_stacks" not in by["rollout/stacks/ray/2actors"]
+    row = "2 Ray actor(s) x 4 envs: env steps/s"
+    assert re.search(rf"{re.escape(row)}\s+100\s+50\s+60\s+1.20", capsys.readouterr().out)

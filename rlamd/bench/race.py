@@ -174,17 +174,9 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
+    wall = round(wall, 1)
     run = RaceRun(
-        algo,
-        who,
-        seed,
-        proto.target,
-        stopped,
-        round(wall, 1),
-        tuple(curve),
-        mon.report,
-        recipe,
-        error,
+        algo, who, seed, proto.target, stopped, wall, tuple(curve), mon.report, recipe, error
     )
     if run.hit:
         said = f"{proto.target:g} reached in {run.hit.seconds:,.0f} s, {run.hit.step:,} env steps"

@@ -118,18 +118,9 @@ def run_rollout_suite(
             notes.append("rollout skipped: Ray not installed (bash scripts/setup.sh --ray)")
         return []
     train = {"env": game, "algo": "dqn", "device": "cpu", "seed": 1}
+    ray_cfg = {"num_rollout_workers": max(actors), "envs_per_worker": envs, "chunk_steps": chunk}
     sections = {
-        e: RunConfig.from_dict(
-            {
-                "train": train,
-                "ray": {
-                    "num_rollout_workers": max(actors),
-                    "envs_per_worker": envs,
-                    "chunk_steps": chunk,
-                    "ship_frames": e == "frames",
-                },
-            }
-        )
+        e: RunConfig.from_dict({"train": train, "ray": ray_cfg | {"ship_frames": e == "frames"}})
         for e in ENCODINGS
     }
     figures = _in_process(sections, envs, chunk, rounds, repeats)
@@ -149,40 +140,20 @@ def run_rollout_suite(
 def _table(figures: list[Figure], game: str, actors, envs: int, chunk: int, repeats: int) -> None:
     """Bytes per transition and env steps/s per encoding, with the ratios into meta."""
     by = {f.name: f for f in figures}
-    size = {e: by[f"rollout/{e}/bytes_per_transition"].median for e in ENCODINGS}
-    by["rollout/frames/bytes_per_transition"].meta["ratio_to_stacks"] = (
-        size["frames"] / size["stacks"]
-    )
     base = by[f"rollout/stacks/in_process/{envs}envs"].median
-    rows = [
-        (
-            "bytes per transition",
-            "-",
-            *(f"{size[e]:,.0f}" for e in ENCODINGS),
-            f"{size['frames'] / size['stacks']:.2f}",
-        )
-    ]
-    for key in [f"in_process/{envs}envs", *(f"ray/{n}actors" for n in actors)]:
+    rows, labels = [], {"bytes_per_transition": "bytes per transition"}
+    labels[f"in_process/{envs}envs"] = "in-process worker, 1 thread: env steps/s"
+    labels |= {f"ray/{n}actors": f"{n} Ray actor(s) x {envs} envs: env steps/s" for n in actors}
+    for key, label in labels.items():
         a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
-        for f in (a, b):
-            f.meta["ratio_to_in_process_stacks"] = f.median / base
         b.meta["ratio_to_stacks"] = b.median / a.median
-        what = (
-            "in-process worker, 1 thread"
-            if key.startswith("in_process")
-            else f"{a.meta['actors']} Ray actor(s) x {envs} envs"
-        )
+        if a.unit != "bytes":
+            for f in (a, b):
+                f.meta["ratio_to_in_process_stacks"] = f.median / base
+        first = "-" if a.unit == "bytes" else f"{base:,.0f}"
         rows.append(
-            (
-                f"{what}: env steps/s",
-                f"{base:,.0f}",
-                f"{a.median:,.0f}",
-                f"{b.median:,.0f}",
-                f"{b.median / a.median:.2f}",
-            )
+            (label, first, f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
         )
-    head = (
-        f"rollout: {game}, DQN acting + priorities, chunks of {chunk} steps, stacks vs "
-        f"frames measured in this run; {os.cpu_count()} cores; median of {repeats}"
-    )
+    head = f"rollout: {game}, DQN acting + priorities, chunks of {chunk} steps, stacks vs frames "
+    head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
     report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
