@@ -104,12 +104,12 @@ def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(mon
 def test_contention_neighbour_is_always_killed():
     from rlamd.bench.contention import busy_neighbour
 
-    with pytest.raises(KeyError), busy_neighbour() as nb:
-        assert nb.proc is not None and nb.proc.poll() is None  # it runs inside the block
+    with pytest.raises(KeyError), busy_neighbour() as proc:
+        assert proc is not None and proc.poll() is None  # it runs inside the block
         raise KeyError("a failed measurement")
-    assert nb.proc.poll() is not None  # killed and reaped on the way out
+    assert proc.poll() is not None  # killed and reaped on the way out
     with busy_neighbour(False) as idle:
-        assert idle.proc is None
+        assert idle is None
 
 
 def test_contention_child_measures_the_training_loop():

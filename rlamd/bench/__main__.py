@@ -37,7 +37,10 @@ PUBLISHED = [
         "unit": "it/s",
         "source": _SOURCE,
     }
-    for hw, m, pm in (("AMD Radeon RX 6800 XT", 2150, 120), ("NVIDIA GeForce RTX 3080", 2480, 150))
+    for hw, m, pm in (
+        ("AMD Radeon RX 6800 XT", 2150.0, 120.0),
+        ("NVIDIA GeForce RTX 3080", 2480.0, 150.0),
+    )
 ]
 """Published figures shown beside the measured ones; never mixed with them."""
 
@@ -156,9 +159,7 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
             if ours
             else ""
         )
-        print(
-            f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} {pub['unit']}{mine}"
-        )
+        print(f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} it/s{mine}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,9 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             f"warning: the machine was busy during {', '.join(busy)} (other processes' load "
             "per suite is in results.json, 'load'); rerun on a quiet machine to compare"
         )
-    print(
-        f"\nwrote {out / 'results.json'}{f' and {len(charts)} charts' if charts else ''} in {doc['seconds']:.0f} s"
-    )
+    more = f" and {len(charts)} charts" if charts else ""
+    print(f"\nwrote {out / 'results.json'}{more} in {doc['seconds']:.0f} s")
     return 0
 
 

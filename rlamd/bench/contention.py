@@ -20,6 +20,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -41,21 +43,16 @@ _THREAD_VARS = (
 )
 
 
-class busy_neighbour:
-    """``with busy_neighbour(active):`` one spinning process for the block, always reaped."""
-
-    def __init__(self, active: bool = True) -> None:
-        self.active, self.proc = active, None
-
-    def __enter__(self) -> busy_neighbour:
-        if self.active:
-            self.proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
+@contextmanager
+def busy_neighbour(active: bool = True) -> Iterator[subprocess.Popen | None]:
+    """One spinning process for the block (None unless ``active``), always reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) if active else None
+    try:
+        yield proc
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
 
 
 def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):

@@ -214,7 +214,8 @@ def run_dqn_suite(
     unit = "kernels" if device.type == "cuda" else "ops"
     what = "GPU kernels" if device.type == "cuda" else "leaf ATen ops doing work"
     report(
-        f"per learn step (sample + update + priorities) on {device}, torch.profiler; {unit}: {what}",
+        f"per learn step (sample + update + priorities) on {device}, torch.profiler; {unit}: "
+        + what,
         costs,
         ("framework", "mode", "batch", "updates/s", unit, "launches", "host µs", "device µs"),
         lines,

@@ -207,7 +207,8 @@ def run_learner_suite(
     )
     unit, gpu = ("kernels", True) if device.type == "cuda" else ("ops", False)
     what = "GPU kernels run" if gpu else "leaf ATen ops doing work"
-    head = f"per learn step on {device} (torch.profiler; {unit}: {what}; launches: host submissions; host µs: time to issue it)"
+    head = f"per learn step on {device} (torch.profiler; {unit}: {what}; launches: host "
+    head += "submissions; host µs: time to issue it)"
     report(
         head,
         suite.costs,
