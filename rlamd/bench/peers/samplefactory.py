@@ -105,12 +105,14 @@ class SampleFactory(BasePeer):
         window, last = max(10.0, iters * 6.0), [steps]
 
         def run() -> float:
+            stale = child.drain()  # read after the last window stopped it: not this window's
+            s0 = max([last[0], *(line["steps"] for _, line in stale)])
             child.signal(signal.SIGCONT)
             t0 = time.monotonic()
             time.sleep(window)
             child.signal(signal.SIGSTOP)
             got = [(t, line["steps"]) for t, line in child.drain()]
-            s0, last[0] = last[0], got[-1][1] if got else last[0]
+            last[0] = got[-1][1] if got else s0
             if len(got) >= 2 and got[-1][0] > got[0][0]:
                 return (got[-1][1] - got[0][1]) / (got[-1][0] - got[0][0])
             return (last[0] - s0) / (time.monotonic() - t0)
