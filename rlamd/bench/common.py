@@ -120,14 +120,13 @@ def measure(
     fn: Callable[[], float],
     *,
     repeats: int = 5,
-    warmup: int = 1,
     device: Any = None,
     per: str = "rate",
     **meta: Any,
 ) -> Figure:
     """One figure alone: :func:`interleave` with a single contender timing ``fn``."""
     run = timed(fn, device=device, per=per)
-    return interleave([Contender(name, unit, run, meta)], repeats=repeats, warmup=warmup)[0]
+    return interleave([Contender(name, unit, run, meta)], repeats=repeats)[0]
 
 
 @dataclass(frozen=True)

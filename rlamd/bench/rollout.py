@@ -21,9 +21,12 @@ from .common import Figure, measure, report
 __all__ = ["run_rollout_suite"]
 
 ENCODINGS = ("stacks", "frames")
+GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
+"""Breakout; 1, 2 and 4 actors (4 share 2 cores on the development machine); 4 envs each;
+chunks of 32 steps."""
 
 
-def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> list[Figure]:
+def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
     """Per encoding: bytes/transition and a single-threaded in-process worker's steps/s."""
     from rlamd.distributed.roles import RolloutWorker
 
@@ -34,7 +37,7 @@ def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> l
             local = RolloutWorker(sections[enc], 0)
             sizes = []
             for _ in range(rounds):
-                payload, info = local.collect(None, 0, chunk)
+                payload, info = local.collect(None, 0, CHUNK)
                 sizes.append(len(pickle.dumps(payload, protocol=5)) / info.env_steps)
             figures.append(
                 Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", sizes, encoding=enc)
@@ -42,17 +45,17 @@ def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> l
 
             def run(local=local) -> int:
                 for _ in range(rounds):
-                    local.collect(None, 0, chunk)
-                return rounds * chunk * envs
+                    local.collect(None, 0, CHUNK)
+                return rounds * CHUNK * ENVS
 
             figures.append(
                 measure(
-                    f"rollout/{enc}/in_process/{envs}envs",
+                    f"rollout/{enc}/in_process/{ENVS}envs",
                     "env steps/s",
                     run,
                     repeats=repeats,
                     actors=0,
-                    envs_per_worker=envs,
+                    envs_per_worker=ENVS,
                     encoding=enc,
                 )
             )
@@ -62,25 +65,23 @@ def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> l
     return figures
 
 
-def _on_ray(
-    ray, sections, actors, envs: int, chunk: int, rounds: int, repeats: int
-) -> list[Figure]:
+def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
     """Per actor count and encoding: Ray rollout actors' env steps/s."""
     from rlamd.distributed.driver import _RayWorker
 
     figures = []
-    for n in actors:
+    for n in ACTORS:
         for enc in ENCODINGS:
             workers = [_RayWorker.options(num_cpus=1).remote(sections[enc], i) for i in range(n)]
 
             def run(workers=workers) -> int:  # every actor keeps ``rounds`` chunks queued
                 refs = [
-                    w.collect.options(num_returns=2).remote(None, 0, chunk)[1]
+                    w.collect.options(num_returns=2).remote(None, 0, CHUNK)[1]
                     for _ in range(rounds)
                     for w in workers
                 ]
                 ray.get(refs)
-                return len(refs) * chunk * envs
+                return len(refs) * CHUNK * ENVS
 
             figures.append(
                 measure(
@@ -90,7 +91,7 @@ def _on_ray(
                     repeats=repeats,
                     actors=n,
                     encoding=enc,
-                    envs_per_worker=envs,
+                    envs_per_worker=ENVS,
                 )
             )
             for w in workers:
@@ -99,15 +100,7 @@ def _on_ray(
     return figures
 
 
-def run_rollout_suite(
-    game: str = "breakout",
-    actors: tuple[int, ...] = (1, 2, 4),
-    envs: int = 4,
-    chunk: int = 32,
-    rounds: int = 4,
-    repeats: int = 3,
-    notes: list[str] | None = None,
-) -> list[Figure]:
+def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
     """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
     from rlamd.config.sections import RunConfig
 
@@ -117,33 +110,33 @@ def run_rollout_suite(
         if notes is not None:
             notes.append("rollout skipped: Ray not installed (bash scripts/setup.sh --ray)")
         return []
-    train = {"env": game, "algo": "dqn", "device": "cpu", "seed": 1}
-    ray_cfg = {"num_rollout_workers": max(actors), "envs_per_worker": envs, "chunk_steps": chunk}
+    train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
+    ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS, "chunk_steps": CHUNK}
     sections = {
         e: RunConfig.from_dict({"train": train, "ray": ray_cfg | {"ship_frames": e == "frames"}})
         for e in ENCODINGS
     }
-    figures = _in_process(sections, envs, chunk, rounds, repeats)
+    figures = _in_process(sections, rounds, repeats)
     started = not ray.is_initialized()
     if started:
-        cpus = max(os.cpu_count() or 1, max(actors))
+        cpus = max(os.cpu_count() or 1, max(ACTORS))
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
-        figures += _on_ray(ray, sections, actors, envs, chunk, rounds, repeats)
+        figures += _on_ray(ray, sections, rounds, repeats)
     finally:
         if started:
             ray.shutdown()
-    _table(figures, game, actors, envs, chunk, repeats)
+    _table(figures, ACTORS, repeats)
     return figures
 
 
-def _table(figures: list[Figure], game: str, actors, envs: int, chunk: int, repeats: int) -> None:
+def _table(figures: list[Figure], actors: tuple[int, ...], repeats: int) -> None:
     """Bytes per transition and env steps/s per encoding, with the ratios into meta."""
     by = {f.name: f for f in figures}
-    base = by[f"rollout/stacks/in_process/{envs}envs"].median
+    base = by[f"rollout/stacks/in_process/{ENVS}envs"].median
     rows, labels = [], {"bytes_per_transition": "bytes per transition"}
-    labels[f"in_process/{envs}envs"] = "in-process worker, 1 thread: env steps/s"
-    labels |= {f"ray/{n}actors": f"{n} Ray actor(s) x {envs} envs: env steps/s" for n in actors}
+    labels[f"in_process/{ENVS}envs"] = "in-process worker, 1 thread: env steps/s"
+    labels |= {f"ray/{n}actors": f"{n} Ray actor(s) x {ENVS} envs: env steps/s" for n in actors}
     for key, label in labels.items():
         a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
         b.meta["ratio_to_stacks"] = b.median / a.median
@@ -154,6 +147,6 @@ def _table(figures: list[Figure], game: str, actors, envs: int, chunk: int, repe
         rows.append(
             (label, first, f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
         )
-    head = f"rollout: {game}, DQN acting + priorities, chunks of {chunk} steps, stacks vs frames "
+    head = f"rollout: {GAME}, DQN acting + priorities, chunks of {CHUNK} steps, stacks vs frames "
     head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
     report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
