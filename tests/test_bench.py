@@ -261,6 +261,9 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
     short = interleave([Contender("c", "u", lambda: 1.0)], repeats=2)[0]
     with pytest.raises(ValueError, match="one interleave"):
         ratio(a, short)
+    b.repeats[1] = 0.0  # a starved peer did nothing in round 2: that round has no ratio
+    r = ratio(a, b, "ratio_to_b")
+    assert (r.median, r.low, r.high) == (1.5, 1.0, 2.0) and a.meta["ratio_to_b_range"] == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("quick", [True, False])

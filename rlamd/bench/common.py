@@ -4,6 +4,7 @@ their spread, the peers each measurement takes part in, step costs, tables and c
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import statistics
@@ -154,8 +155,10 @@ def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
             f"{a.name} has {len(a.repeats)} repeats and {b.name} {len(b.repeats)}; a ratio "
             "per round needs two figures from one interleave() call"
         )
-    rounds = tuple(x / y for x, y in zip(a.repeats, b.repeats, strict=True))
-    r = Ratio(statistics.median(rounds), min(rounds), max(rounds), rounds)
+    # A contender that did nothing in a round (a starved child) gives no ratio, not a crash.
+    rounds = tuple(x / y if y else math.nan for x, y in zip(a.repeats, b.repeats, strict=True))
+    ok = [x for x in rounds if not math.isnan(x)] or [math.nan]
+    r = Ratio(statistics.median(ok), min(ok), max(ok), rounds)
     if key is not None:
         a.meta[key], a.meta[f"{key}_range"] = r.median, [r.low, r.high]
     return r

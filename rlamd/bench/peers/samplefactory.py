@@ -105,13 +105,16 @@ class SampleFactory(BasePeer):
         window, last = max(10.0, iters * 6.0), [steps]
 
         def run() -> float:
+            """Env steps/s between its first and last progress line in a window (its learner
+            reports once per batch); a starved machine gets up to 5 more windows to report."""
             stale = child.drain()  # read after the last window stopped it: not this window's
             s0 = max([last[0], *(line["steps"] for _, line in stale)])
             child.signal(signal.SIGCONT)
-            t0 = time.monotonic()
-            time.sleep(window)
+            t0, got = time.monotonic(), []
+            while len(got) < 2 and time.monotonic() < t0 + 6 * window:
+                time.sleep(window if not got else 1.0)
+                got += [(t, line["steps"]) for t, line in child.drain()]
             child.signal(signal.SIGSTOP)
-            got = [(t, line["steps"]) for t, line in child.drain()]
             last[0] = got[-1][1] if got else s0
             if len(got) >= 2 and got[-1][0] > got[0][0]:
                 return (got[-1][1] - got[0][1]) / (got[-1][0] - got[0][0])
