@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -103,12 +104,12 @@ def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(mon
 def test_contention_neighbour_is_always_killed():
     from rlamd.bench.contention import busy_neighbour
 
-    with pytest.raises(KeyError), busy_neighbour() as nb:
-        assert nb.proc is not None and nb.proc.poll() is None  # it runs inside the block
+    with pytest.raises(KeyError), busy_neighbour() as proc:
+        assert proc is not None and proc.poll() is None  # it runs inside the block
         raise KeyError("a failed measurement")
-    assert nb.proc.poll() is not None  # killed and reaped on the way out
+    assert proc.poll() is not None  # killed and reaped on the way out
     with busy_neighbour(False) as idle:
-        assert idle.proc is None
+        assert idle is None
 
 
 def test_contention_child_measures_the_training_loop():
@@ -260,24 +261,63 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
     short = interleave([Contender("c", "u", lambda: 1.0)], repeats=2)[0]
     with pytest.raises(ValueError, match="one interleave"):
         ratio(a, short)
+    b.repeats[1] = 0.0  # a starved peer did nothing in round 2: that round has no ratio
+    r = ratio(a, b, "ratio_to_b")
+    assert (r.median, r.low, r.high) == (1.5, 1.0, 2.0) and a.meta["ratio_to_b_range"] == [1.0, 2.0]
 
 
 @pytest.mark.parametrize("quick", [True, False])
 def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
     import importlib
 
-    from rlamd.bench.__main__ import _RUNNERS, _run
+    from rlamd.bench.__main__ import _RUNNERS, _run, suite_function
     from rlamd.bench.common import MIN_REPEATS
 
     seen: dict[str, int] = {}
-    for suite, (module, func, _) in _RUNNERS.items():
+    for suite in _RUNNERS:
+        module = suite_function(suite).__module__
+        func = f"run_{suite}_suite"
 
         def fake(*args, _suite=suite, **kwargs):
             seen[_suite] = kwargs.get("repeats", kwargs.get("iters"))
             return [object()]
 
-        monkeypatch.setattr(importlib.import_module(f"rlamd.bench.{module}"), func, fake)
+        monkeypatch.setattr(importlib.import_module(module), func, fake)
         _run(suite, torch.device("cpu"), quick, False, [])
     assert set(seen) == set(_RUNNERS)
     seen.pop("allreduce")  # no repeats: one timing per message size, median of iters
     assert all(r >= MIN_REPEATS for r in seen.values()), seen
+
+
+def test_a_child_answers_in_json_lines_and_its_failure_names_its_last_words(tmp_path):
+    import sys
+
+    from rlamd.bench.child import Child
+
+    script = "import sys; print('{\"ready\": 1}', flush=True); sys.stdin.readline(); "
+    script += "print('not json', flush=True); sys.exit('boom')"
+    child = Child([sys.executable, "-c", script], tmp_path / "log", stdin=True)
+    assert child.ask(None, 30) == {"ready": 1}
+    with pytest.raises(RuntimeError, match=r"child failed \(exit 1\): (boom|not json)"):
+        child.ask("go", 30)
+    log = (tmp_path / "log").read_text()
+    assert "not json" in log and "boom" in log  # other lines and stderr go to the log
+    assert child.proc.poll() == 1
+
+
+def test_the_rollout_table_compares_encodings_without_ray(capsys):
+    from rlamd.bench.common import Figure
+    from rlamd.bench.rollout import _table
+
+    figs = []
+    for enc, size, rate in (("stacks", 28_000.0, 100.0), ("frames", 7_000.0, 120.0)):
+        figs.append(Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", [size]))
+        figs.append(Figure.of(f"rollout/{enc}/in_process/4envs", "env steps/s", [rate]))
+        figs.append(Figure.of(f"rollout/{enc}/ray/2actors", "env steps/s", [rate / 2]))
+    _table(figs, (2,), 1)
+    by = {f.name: f.meta for f in figs}
+    assert by["rollout/frames/bytes_per_transition"]["ratio_to_stacks"] == 0.25
+    assert by["rollout/frames/ray/2actors"]["ratio_to_in_process_stacks"] == 0.6
+    assert "ratio_to_stacks" not in by["rollout/stacks/ray/2actors"]
+    row = "2 Ray actor(s) x 4 envs: env steps/s"
+    assert re.search(rf"{re.escape(row)}\s+100\s+50\s+60\s+1.20", capsys.readouterr().out)

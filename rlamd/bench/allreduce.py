@@ -1,12 +1,11 @@
 """Gradient all-reduce between two learners, like rccl-tests' ``all_reduce_perf``.
 
-With Ray installed, two rlamd learner actors form their torch.distributed group exactly
-as ``--ray --num-learners 2`` does (``nccl`` -- RCCL on ROCm -- when each gets a GPU,
-``gloo`` on CPUs) and all-reduce float32 tensors from 8 B upwards, doubling. Without Ray,
-two local processes form a gloo group instead, and a note says so. Reported per size:
-time, algorithm bandwidth (size / time) and bus bandwidth (algbw x 2(n-1)/n, the figure
-comparable across rank counts). For scale: the Nature-CNN DQN's gradients are 1.69M
-float32 = 6.7 MB per update.
+With Ray installed, two rlamd learner actors form their torch.distributed group exactly as
+``--ray --num-learners 2`` does (``nccl``, RCCL on ROCm, when each gets a GPU; ``gloo`` on
+CPUs) and all-reduce float32 tensors from 8 B upwards, doubling; without Ray two local
+processes form a gloo group instead. Per size: time, algorithm bandwidth (size / time) and
+bus bandwidth (algbw x 2(n-1)/n, comparable across rank counts). For scale: the
+Nature-CNN DQN's gradients are 1.69M float32 = 6.7 MB per update.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ import statistics
 
 import torch
 
-from .common import Figure, print_table
+from .common import Figure, report
 
 __all__ = ["run_allreduce_suite"]
 
@@ -30,15 +29,15 @@ def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]
     from rlamd.config.sections import RunConfig
     from rlamd.distributed.driver import _RayLearner
 
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
     sections = RunConfig.from_dict(
         {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
     )
-    spec = "cuda" if gpus else "cpu"
-    learners = [
-        _RayLearner.options(num_cpus=1, num_gpus=gpus).remote(sections, r, 2, spec, 2)
-        for r in range(2)
-    ]
+    spec, options = "cuda" if gpus else "cpu", {"num_cpus": 1, "num_gpus": gpus}
+    learners = [_RayLearner.options(**options).remote(sections, r, 2, spec, 2) for r in range(2)]
     try:
         addr, port = ray.get(learners[0].rendezvous.remote())
         devices = ray.get([ln.join.remote(addr, port) for ln in learners])
@@ -46,12 +45,14 @@ def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]
     finally:
         for ln in learners:
             ray.kill(ln)
+        if started:
+            ray.shutdown()
     return results, "nccl" if devices[0].startswith("cuda") else "gloo"
 
 
 def run_allreduce_suite(
     max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None
-) -> list[Figure]:
+):
     """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
     world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
     try:
@@ -59,23 +60,18 @@ def run_allreduce_suite(
     except ImportError:
         ray = None
     if ray is not None:
-        started = not ray.is_initialized()
-        if started:
-            ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
-        try:
-            (results, backend), where = (
-                _between_ray_learners(ray, sizes, iters),
-                "two Ray learner actors",
-            )
-        finally:
-            if started:
-                ray.shutdown()
+        (results, backend), where = (
+            _between_ray_learners(ray, sizes, iters),
+            "two Ray learner actors",
+        )
     else:
         from rlamd.distributed.sync import run_group
 
         if notes is not None:
-            notes.append("allreduce: Ray not installed, measured between two local processes (gloo) "
-                         "instead of two Ray learners")  # fmt: skip
+            notes.append(
+                "allreduce: Ray not installed, measured between two local processes "
+                "(gloo) instead of two Ray learners"
+            )
         results, backend, where = (
             run_group(_member, world, sizes, iters)[0],
             "gloo",
@@ -85,11 +81,20 @@ def run_allreduce_suite(
     for nbytes, times in results:
         t = statistics.median(times)
         algbw = nbytes / t / 1e9
-        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw",
-                                 [nbytes / x / 1e9 * factor for x in times], bytes=nbytes,
-                                 time_us=t * 1e6, algbw=algbw, ranks=world, between=where))  # fmt: skip
+        figures.append(
+            Figure.of(
+                f"allreduce/{backend}/{nbytes}B",
+                "GB/s busbw",
+                [nbytes / x / 1e9 * factor for x in times],
+                bytes=nbytes,
+                time_us=t * 1e6,
+                algbw=algbw,
+                ranks=world,
+                between=where,
+            )
+        )
         rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
-    print(f"\nallreduce: {world} ranks ({where}), {name}, float32, median of {iters}")
-    print_table(rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))
+    head = f"allreduce: {world} ranks ({where}), {name}, float32, median of {iters}"
+    report(head, rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))
     return figures

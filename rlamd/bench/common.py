@@ -1,9 +1,10 @@
 """The measurement core every suite uses: warm-up excluded, contenders interleaved
-(A B A B ...), medians of repeats, ratios per round with their spread, the peers each
-measurement takes part in, and the tables."""
+(A B A B ...) so a drifting machine hits all alike, medians of repeats, ratios per round with
+their spread, the peers each measurement takes part in, step costs, tables and charts."""
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import statistics
@@ -26,6 +27,17 @@ def sync(device: torch.device | str | None) -> None:
     """Wait for queued GPU work so a timer measures it (a no-op on the CPU)."""
     if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def repeat(step: Callable[[], object], n: int, work: float | None = None) -> Callable[[], float]:
+    """A call running ``step`` ``n`` times; it returns ``work`` (default ``n``) units."""
+
+    def run() -> float:
+        for _ in range(n):
+            step()
+        return n if work is None else work
+
+    return run
 
 
 @dataclass
@@ -82,13 +94,8 @@ def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> 
 
 
 def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) -> list[Figure]:
-    """Time ``contenders`` in rounds, A B C A B C ..., ``repeats`` rounds after warm-up.
-
-    Every contender is warmed up ``warmup`` times (untimed) first. Round ``i`` times each
-    once, in the order given, so a machine that drifts hits every contender alike;
-    :func:`ratio` compares two figures round by round. Returns one :class:`Figure` per
-    contender, its repeats in round order.
-    """
+    """Time ``contenders`` in rounds, A B C A B C ..., ``repeats`` rounds after ``warmup``
+    untimed calls of each; one :class:`Figure` per contender, its repeats in round order."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}; accepted: an integer >= 1")
     names = [c.name for c in contenders]
@@ -108,11 +115,19 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
     return out
 
 
-def measure(name: str, unit: str, fn: Callable[[], float], *, repeats: int = 5, warmup: int = 1,
-            device: Any = None, per: str = "rate", **meta: Any) -> Figure:  # fmt: skip
+def measure(
+    name: str,
+    unit: str,
+    fn: Callable[[], float],
+    *,
+    repeats: int = 5,
+    device: Any = None,
+    per: str = "rate",
+    **meta: Any,
+) -> Figure:
     """One figure alone: :func:`interleave` with a single contender timing ``fn``."""
     run = timed(fn, device=device, per=per)
-    return interleave([Contender(name, unit, run, meta)], repeats=repeats, warmup=warmup)[0]
+    return interleave([Contender(name, unit, run, meta)], repeats=repeats)[0]
 
 
 @dataclass(frozen=True)
@@ -132,20 +147,21 @@ class Ratio:
         return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f})"
 
 
-def ratio(a: Figure, b: Figure) -> Ratio:
-    """``a / b`` round by round; ValueError for figures not from one :func:`interleave`."""
+def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
+    """``a / b`` round by round, recorded in ``a.meta`` as ``key`` and ``key_range`` when
+    given; ValueError for figures not from one :func:`interleave`."""
     if len(a.repeats) != len(b.repeats) or not a.repeats:
         raise ValueError(
             f"{a.name} has {len(a.repeats)} repeats and {b.name} {len(b.repeats)}; a ratio "
             "per round needs two figures from one interleave() call"
         )
-    rounds = tuple(x / y for x, y in zip(a.repeats, b.repeats, strict=True))
-    return Ratio(statistics.median(rounds), min(rounds), max(rounds), rounds)
-
-
-def note_ratio(f: Figure, key: str, r: Ratio) -> None:
-    """Record ``r`` in ``f.meta``: ``key`` (the median) and ``key + "_range"`` (min, max)."""
-    f.meta[key], f.meta[f"{key}_range"] = r.median, [r.low, r.high]
+    # A contender that did nothing in a round (a starved child) gives no ratio, not a crash.
+    rounds = tuple(x / y if y else math.nan for x, y in zip(a.repeats, b.repeats, strict=True))
+    ok = [x for x in rounds if not math.isnan(x)] or [math.nan]
+    r = Ratio(statistics.median(ok), min(ok), max(ok), rounds)
+    if key is not None:
+        a.meta[key], a.meta[f"{key}_range"] = r.median, [r.low, r.high]
+    return r
 
 
 def each_peer(measurement: str, on: bool, notes: list[str], build: Callable[[Peer], Any]) -> list:
@@ -162,14 +178,27 @@ def each_peer(measurement: str, on: bool, notes: list[str], build: Callable[[Pee
     return built
 
 
-def peer_ratios(base: Figure, peer_figs: list[tuple[Peer, Figure]], what: str) -> list[str]:
+def peer_lines(base: Figure, peer_figs: list, what: str, head: str = "") -> list[str]:
     """``base / peer`` per round into ``base.meta["ratio_to_NAME"]``; one line each."""
     lines = []
     for peer, f in peer_figs:
-        r = ratio(base, f)
-        note_ratio(base, f"ratio_to_{peer.name}", r)
-        lines.append(f"{r.median:.2f}x {peer.label}'s {what} (rounds {r.low:.2f}-{r.high:.2f})")
+        r = ratio(base, f, f"ratio_to_{peer.name}")
+        lines.append(
+            f"{head}{r.median:.2f}x {peer.label}'s {what} (rounds {r.low:.2f}-{r.high:.2f})"
+        )
     return lines
+
+
+def report(head: str, rows: list, header: tuple[str, ...], lines: list[str] = ()) -> None:
+    """A suite's head line, its table and the lines after it, on stdout."""
+    print(f"\n{head}")
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
+    print(f"{line}\n{'-' * len(line)}")
+    for r in rows:
+        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+    for text in lines:
+        print(text)
 
 
 def distinct_precisions(precisions: tuple[str, ...], device: torch.device | str) -> list[str]:
@@ -188,87 +217,111 @@ def machine_info(device: torch.device) -> dict[str, Any]:
 
     info = describe_device(device)
     return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count(),
-        "python": platform.python_version(), "torch": torch.__version__,
-        "hip": info.hip_version, "cuda": info.cuda_version, "device": info.to_dict(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hip": info.hip_version,
+        "cuda": info.cuda_version,
+        "device": info.to_dict(),
         "torch_threads": torch.get_num_threads(),
-    }  # fmt: skip
+    }
 
 
-def print_table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> None:
-    """A plain fixed-width table on stdout."""
-    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
-    print(f"{line}\n{'-' * len(line)}")
-    for r in rows:
-        print("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)))
+def chart(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any] | None:
+    """A headless matplotlib figure and its 2-D array of axes; None without matplotlib."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt.subplots(rows, cols, figsize=size, squeeze=False)
+
+
+def save_chart(fig: Any, path: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return str(path)
 
 
 # Host calls that queue GPU work (CUDA and HIP names; Triton launches through the driver).
-_LAUNCH_CALLS = ("LaunchKernel", "GraphLaunch", "MemcpyAsync", "MemsetAsync", "hipMemcpyWithStream",
-                 "cudaMemcpy", "hipMemcpy", "hipMemset", "cudaMemset")  # fmt: skip
+_LAUNCH_CALLS = (
+    "LaunchKernel",
+    "GraphLaunch",
+    "MemcpyAsync",
+    "MemsetAsync",
+    "hipMemcpy",
+    "cudaMemcpy",
+    "hipMemset",
+    "cudaMemset",
+)
 # Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU.
-_NO_WORK = frozenset(f"aten::{n}" for n in (
-    "empty empty_strided empty_like as_strided as_strided_ view _reshape_alias reshape resize_ "
-    "resolve_conj resolve_neg _nnpack_available detach detach_ alias t transpose permute expand "
-    "unsqueeze squeeze select slice lift_fresh to _to_copy set_ result_type is_nonzero unbind "
-    "split chunk narrow flatten contiguous numpy_T item _local_scalar_dense squeeze_").split())  # fmt: skip
+_NO_WORK = frozenset(
+    "aten::" + n
+    for n in "empty empty_strided empty_like as_strided as_strided_ view _reshape_alias reshape "
+    "resize_ resolve_conj resolve_neg _nnpack_available detach detach_ alias t transpose permute "
+    "expand unsqueeze squeeze select slice lift_fresh to _to_copy set_ result_type is_nonzero "
+    "unbind split chunk narrow flatten contiguous numpy_T item _local_scalar_dense squeeze_".split()
+)
 
 
 @dataclass
 class StepCost:
     """What one call of a step costs. On the CPU ``kernels`` and ``launches`` count leaf
     ATen ops doing work and ``device_us`` is None; ``kernels`` None: the profiler saw no
-    GPU activity at all."""
+    GPU activity at all. ``host_us``: host time to issue one call, without waiting."""
 
     launches: float
     kernels: float | None
     host_us: float
-    """Host time to issue one call, without waiting for the GPU."""
     device_us: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def cells(self) -> tuple[str, str, str, str]:
+    def cells(self) -> tuple[str, ...]:
         """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
         vals = (self.kernels, self.launches, self.host_us, self.device_us)
-        return tuple("-" if x is None else f"{x:,.0f}" for x in vals)  # type: ignore[return-value]
+        return tuple("-" if x is None else f"{x:,.0f}" for x in vals)
 
 
 def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10) -> StepCost:
     """Profile ``iters`` calls of ``fn`` (warmed up) with ``torch.profiler``; one more call
     runs first, unrecorded (some profilers drop the kernels at a session's start)."""
     from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, schedule
 
     device = torch.device(device)
     gpu = device.type == "cuda"
     sync(device)
     t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
+    repeat(fn, iters)()
     host_us = (time.perf_counter() - t0) / iters * 1e6
     sync(device)
-    acts = [torch.profiler.ProfilerActivity.CPU] + (
-        [torch.profiler.ProfilerActivity.CUDA] if gpu else []
-    )
-    plan = torch.profiler.schedule(wait=0, warmup=1, active=1, repeat=1)
-    with torch.profiler.profile(activities=acts, schedule=plan) as prof:
+    acts = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
+    with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
         for n in (1, iters):
-            for _ in range(n):
-                fn()
+            repeat(fn, n)()
             sync(device)
             prof.step()
     events = prof.events()
     if not gpu:
-        leaves = [e for e in events if e.name.startswith("aten::") and e.name not in _NO_WORK
-                  and not any(c.name.startswith("aten::") for c in e.cpu_children)]  # fmt: skip
+        leaves = [
+            e
+            for e in events
+            if e.name.startswith("aten::")
+            and e.name not in _NO_WORK
+            and not any(c.name.startswith("aten::") for c in e.cpu_children)
+        ]
         return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
     on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
     kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
-    launches = sum(e.device_type == DeviceType.CPU and any(k in e.name for k in _LAUNCH_CALLS)
-                   for e in events) / iters  # fmt: skip
+    host = [e for e in events if e.device_type == DeviceType.CPU]
+    launches = sum(any(k in e.name for k in _LAUNCH_CALLS) for e in host) / iters
     if not on_gpu:
         return StepCost(launches, None, host_us, None)
     device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters

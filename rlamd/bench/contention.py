@@ -1,22 +1,15 @@
 """PPO and DQN throughput alone and beside one busy single-threaded process.
 
-A second process on the machine (TensorBoard, an evaluation, another run) should cost
-rlamd about its share of the cores, not most of its throughput. Every figure is measured
-in a child interpreter (``python -m rlamd.bench.contention --serve ALGO MODE``), because
-the OpenMP wait policy is fixed when torch loads; the parent only starts children and the
-neighbour (``python -c "while True: pass"``), which it always kills. Each child is built
-once and measures a window when asked; the parent interleaves the windows (every condition
-alone and beside the neighbour once per round). Conditions:
-
-* ``rlamd (budget)``: the thread plan of :mod:`rlamd.threads` (``plan_threads``,
-  ``apply_threads``, ale-py threads from the plan, idle OpenMP threads asleep, torch's
-  threads following the load with ``LoadWatch``), what ``python -m rlamd.train`` uses;
-* ``rlamd (untuned)``: the same loop with the libraries' own defaults: the "before";
-* every peer in the ``contention`` measurement, with rlamd's settings, when installed.
-
-Workloads (Breakout, the Nature CNN, on the CPU): PPO 8 envs x 128 steps, 4 epochs x 4
-minibatches; DQN 8 envs, batch 32, one update per 4 env steps, prioritized replay, after
-a short warm-up fill. The ratio is env steps/s beside the neighbour over alone, per round.
+A second process on the machine (TensorBoard, an evaluation, another run) should cost rlamd
+about its share of the cores, not most of its throughput. Every figure is measured in a
+child interpreter (``python -m rlamd.bench.contention --serve ALGO MODE``), because the
+OpenMP wait policy is fixed when torch loads; each child is built once and measures a
+window when asked, and the parent interleaves the windows (every condition alone and beside
+the neighbour once per round). Conditions: ``rlamd (budget)``, the thread plan of
+:mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the same loop
+with the libraries' own defaults; every peer in the ``contention`` measurement. Workloads
+(Breakout, Nature CNN, CPU): PPO 8 envs x 128 steps, 4 epochs x 4 minibatches; DQN 8 envs,
+batch 32, one update per 4 env steps, prioritized replay, after a short warm-up fill.
 """
 
 from __future__ import annotations
@@ -24,84 +17,60 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from .common import (
-    MIN_REPEATS,
-    Contender,
-    Figure,
-    each_peer,
-    interleave,
-    note_ratio,
-    print_table,
-    ratio,
-)
+from .child import Child
+from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report
 
 __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
 GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
 """The busy neighbour: one single-threaded process that never sleeps."""
-_THREAD_VARS = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_NUM_THREADS",
-                "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")  # fmt: skip
+_THREAD_VARS = (
+    "OMP_WAIT_POLICY",
+    "KMP_BLOCKTIME",
+    "GOMP_SPINCOUNT",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMBA_NUM_THREADS",
+)
 
 
-class busy_neighbour:
-    """``with busy_neighbour(active):`` one spinning process for the block, always reaped."""
-
-    def __init__(self, active: bool = True) -> None:
-        self.active, self.proc = active, None
-
-    def __enter__(self) -> busy_neighbour:
-        if self.active:
-            self.proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR])
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _rlamd_iterate(algo: str, env_name: str, num_envs: int, threads: int | None, warm: int):
-    """The loop ``python -m rlamd.train`` runs; (iterate() -> env steps, close)."""
-    import torch
-
-    from rlamd.agents.dqn import DQNConfig
-    from rlamd.algos import build_agent, get_algorithm
-    from rlamd.collector import Collector
-    from rlamd.config.sections import RunConfig, TrainConfig
-    from rlamd.envs import make_env
-
-    env = make_env(env_name, num_envs=num_envs, threads=threads)
-    train = TrainConfig(env=env_name, algo=algo, num_envs=num_envs, device="cpu", precision="fp32",
-                        steps=10**7, threads=threads)  # fmt: skip
-    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
-    collector = Collector(env, torch.device("cpu"), seed=0)
-    agent = build_agent(cfg, torch.device("cpu"), env)
-    loop = get_algorithm(algo).local_loop(cfg, collector, agent, 0, lambda _text: None)
-    while loop.step < warm and algo == "dqn":
-        loop.iterate()
-
-    def iterate() -> int:
-        before = loop.step
-        loop.iterate()
-        return loop.step - before
-
-    return iterate, collector.close
+@contextmanager
+def busy_neighbour(active: bool = True) -> Iterator[subprocess.Popen | None]:
+    """One spinning process for the block (None unless ``active``), always reaped."""
+    proc = subprocess.Popen([sys.executable, "-c", NEIGHBOUR]) if active else None
+    try:
+        yield proc
+    finally:
+        if proc is not None:
+            proc.kill()
+            proc.wait()
 
 
 def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
     """(iterate() -> env steps, close, thread line) for one condition, in this process."""
     import torch
 
-    threads, watch = None, None
     line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
+    if mode not in ("budget", "untuned"):
+        from .peer import get
+
+        return (*get(mode).contention(algo, num_envs, warm), line)
+    from rlamd.agents.dqn import DQNConfig
+    from rlamd.algos import build_agent, get_algorithm
+    from rlamd.collector import Collector
+    from rlamd.config.sections import RunConfig, TrainConfig
+    from rlamd.envs import make_env
+
+    threads = None
     if mode == "budget":
         from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
 
@@ -109,20 +78,32 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         apply_threads(plan)
         threads, watch = plan.env_threads, LoadWatch(plan)
         line = describe(plan).removeprefix("rlamd: ") + "; torch threads follow the load"
-    if mode in ("budget", "untuned"):
-        iterate, close = _rlamd_iterate(algo, env_name, num_envs, threads, warm)
-    else:
-        from .peer import get
+    cpu, env = torch.device("cpu"), make_env(env_name, num_envs=num_envs, threads=threads)
+    train = TrainConfig(
+        env=env_name,
+        algo=algo,
+        num_envs=num_envs,
+        device="cpu",
+        precision="fp32",
+        steps=10**7,
+        threads=threads,
+    )
+    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
+    collector = Collector(env, cpu, seed=0)
+    loop = get_algorithm(algo).local_loop(
+        cfg, collector, build_agent(cfg, cpu, env), 0, lambda _: None
+    )
+    while loop.step < warm and algo == "dqn":
+        loop.iterate()
 
-        iterate, close = get(mode).contention(algo, num_envs, warm)
-    if watch is None:
-        return iterate, close, line
+    def iterate() -> int:
+        if mode == "budget":
+            watch.update()
+        before = loop.step
+        loop.iterate()
+        return loop.step - before
 
-    def watched() -> int:
-        watch.update()
-        return iterate()
-
-    return watched, close, line
+    return iterate, collector.close, line
 
 
 def _window(iterate, seconds: float) -> float:
@@ -134,8 +115,16 @@ def _window(iterate, seconds: float) -> float:
     return done / (time.perf_counter() - t0)
 
 
-def run_child(algo: str, mode: str, seconds: float, *, env_name: str = GAME,
-              num_envs: int = NUM_ENVS, warm: int = 1_000, chunks: int = 3) -> dict[str, Any]:  # fmt: skip
+def run_child(
+    algo: str,
+    mode: str,
+    seconds: float,
+    *,
+    env_name: str = GAME,
+    num_envs: int = NUM_ENVS,
+    warm: int = 1_000,
+    chunks: int = 3,
+) -> dict[str, Any]:
     """One condition in this process: ``{"rates": [env steps/s per window], "threads": ...}``."""
     iterate, close, line = _build(algo, mode, env_name, num_envs, warm)
     try:
@@ -151,7 +140,6 @@ class _Child:
     """One condition's child process, built once and asked for a window at a time."""
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
-        self.algo, self.mode, self.timeout = algo, mode, timeout
         env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
         if mode == "budget":
             from rlamd.threads import OPENMP_ENV
@@ -159,104 +147,82 @@ class _Child:
             env.update(OPENMP_ENV)
         else:  # the libraries' own defaults: rlamd must not set its wait policy in this child
             env["RLAMD_OPENMP_DEFAULTS"] = "1"
-        cmd = [
-            sys.executable,
-            "-m",
-            "rlamd.bench.contention",
-            "--serve",
-            algo,
-            mode,
-            "--env",
-            env_name,
-        ]
-        self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)  # fmt: skip
-        self.threads = self._answer()["threads"]
-
-    def _answer(self) -> dict[str, Any]:
-        """The child's next JSON line; RuntimeError (with its last words) when none comes."""
-        deadline = time.monotonic() + self.timeout
-        while time.monotonic() < deadline:
-            if select.select([self.proc.stdout], [], [], 1.0)[0]:
-                line = self.proc.stdout.readline()
-                if line.startswith("{"):
-                    return json.loads(line)
-                if not line:  # the child ended
-                    break
-        self.close()
-        tail = (self.proc.stderr.read() if self.proc.stderr else "").strip().splitlines()
-        raise RuntimeError(f"{self.algo}/{self.mode} child failed (exit {self.proc.returncode}): "
-                           f"{(tail or ['no output'])[-1]}")  # fmt: skip
+        cmd = [sys.executable, "-m", __name__, "--serve", algo, mode, "--env", env_name]
+        self.child, self.timeout = Child(cmd, stdin=True, env=env), timeout
+        self.threads = self.child.ask(None, timeout)["threads"]
 
     def measure(self, seconds: float) -> float:
-        self.proc.stdin.write(f"measure {seconds}\n")
-        self.proc.stdin.flush()
-        return float(self._answer()["rate"])
+        return float(self.child.ask(f"measure {seconds}", self.timeout)["rate"])
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            try:
-                self.proc.stdin.write("quit\n")
-                self.proc.stdin.close()
-                self.proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
-                self.proc.kill()
-                self.proc.wait()
+        self.child.close(grace=30)
 
 
 def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
     """Every child alone and beside the neighbour, in interleaved rounds of windows of
     ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
+    from rlamd.threads import cores_available
+
     window, dead = seconds / repeats, set()
 
     def once(mode: str, busy: bool):
         def run() -> float:
-            if mode in dead:
-                return float("nan")
-            try:
-                with busy_neighbour(busy):
-                    return children[mode].measure(window)
-            except RuntimeError as exc:
-                dead.add(mode)
-                notes.append(f"contention {algo}/{mode}: {exc}")
-                return float("nan")
+            if mode not in dead:
+                try:
+                    with busy_neighbour(busy):
+                        return children[mode].measure(window)
+                except RuntimeError as exc:
+                    dead.add(mode)
+                    notes.append(f"contention {algo}/{mode}: {exc}")
+            return float("nan")
 
         return run
 
-    from rlamd.threads import cores_available
-
     contenders = [
-        Contender(f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}", "env steps/s", once(mode, busy),
-                  {"algo": algo, "mode": mode, "neighbour": busy, "threads": child.threads,
-                   "seconds": window, "env": env_name, "cores": cores_available()})
-        for mode, child in children.items() for busy in (False, True)
-    ]  # fmt: skip
-    return [
-        f for f in interleave(contenders, repeats=repeats, warmup=0) if f.meta["mode"] not in dead
+        Contender(
+            f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
+            "env steps/s",
+            once(mode, busy),
+            {
+                "algo": algo,
+                "mode": mode,
+                "neighbour": busy,
+                "threads": child.threads,
+                "seconds": window,
+                "env": env_name,
+                "cores": cores_available(),
+            },
+        )
+        for mode, child in children.items()
+        for busy in (False, True)
     ]
+    figures = interleave(contenders, repeats=repeats, warmup=0)
+    return [f for f in figures if f.meta["mode"] not in dead]
 
 
-def run_contention_suite(seconds: float = 20.0, algos: tuple[str, ...] = ALGOS, peers: bool = True,
-                         env_name: str = GAME, notes: list[str] | None = None,
-                         repeats: int = MIN_REPEATS) -> list[Figure]:  # fmt: skip
+def run_contention_suite(
+    seconds: float = 20.0,
+    algos: tuple[str, ...] = ALGOS,
+    peers: bool = True,
+    env_name: str = GAME,
+    notes: list[str] | None = None,
+    repeats: int = MIN_REPEATS,
+) -> list[Figure]:
     """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
-    and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone
-    (median per round) and ``meta["ratio_range"]``. Peers play Breakout only."""
-    from rlamd.threads import cores_available
+    and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone per
+    round (median, and ``ratio_range``). Peers play Breakout only."""
 
     notes = [] if notes is None else notes
     names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
-    modes = ["budget", "untuned"]
     for peer, _ in each_peer("contention", peers, notes, lambda p: p):
         if env_name == GAME:
-            modes.append(peer.name)
             names[peer.name] = peer.label
         else:
             notes.append(f"contention: {peer.label} skipped on {env_name} (its runs play {GAME})")
     figures, rows = [], []
     for algo in algos:
         children = {}
-        for mode in modes:
+        for mode in names:
             try:
                 children[mode] = _Child(algo, mode, env_name, 10 * seconds + 300)
             except (RuntimeError, OSError) as exc:
@@ -268,36 +234,49 @@ def run_contention_suite(seconds: float = 20.0, algos: tuple[str, ...] = ALGOS, 
                 child.close()
         figures += got
         for alone, busy in zip(got[::2], got[1::2], strict=True):
-            r = ratio(busy, alone)
-            note_ratio(busy, "ratio", r)
-            rows.append((algo, names[busy.meta["mode"]], f"{alone.median:,.0f}", f"{busy.median:,.0f}",
-                         r.cell(), alone.meta["threads"]))  # fmt: skip
-    print(f"\ncontention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
-          f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
-          f"windows of {seconds / repeats:.1f} s (every condition once per round); ratio: busy / "
-          "alone per round, median (min-max)")  # fmt: skip
-    print_table(rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"))
-    by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
-    for algo in algos:
-        new, old = by.get(("budget", algo, False)), by.get(("untuned", algo, False))
-        if new and old:
-            print(f"{algo}: alone, budget / untuned = {ratio(new, old).text()} "
-                  "(the thread budget must not cost throughput)")  # fmt: skip
+            r = ratio(busy, alone, "ratio")
+            rows.append(
+                (
+                    algo,
+                    names[busy.meta["mode"]],
+                    f"{alone.median:,.0f}",
+                    f"{busy.median:,.0f}",
+                    r.cell(),
+                    alone.meta["threads"],
+                )
+            )
+    _report(figures, rows, algos, env_name, seconds, repeats)
     return figures
 
 
+def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -> None:
+    from rlamd.threads import cores_available
+
+    by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
+    pairs = [(a, by.get(("budget", a, False)), by.get(("untuned", a, False))) for a in algos]
+    lines = [
+        f"{a}: alone, budget / untuned = {ratio(new, old).text()} (the thread budget must "
+        "not cost throughput)"
+        for a, new, old in pairs
+        if new and old
+    ]
+    head = (
+        f"contention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
+        f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
+        f"windows of {seconds / repeats:.1f} s (every condition once per round); ratio: busy / "
+        "alone per round, median (min-max)"
+    )
+    report(head, rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"), lines)
+
+
 def _serve(algo: str, mode: str, env_name: str) -> None:
-    """Build once, say ``{"ready": ...}``, then one JSON line per ``measure SECONDS``."""
+    """Build once, say ``{"threads": ...}``, then one JSON line per ``measure SECONDS``."""
     iterate, close, line = _build(algo, mode, env_name, NUM_ENVS, 1_000)
     try:
         print(json.dumps({"ready": True, "threads": line}), flush=True)
         for command in sys.stdin:
-            word, *rest = command.split()
-            if word == "quit":
-                break
-            print(
-                json.dumps({"rate": _window(iterate, float(rest[0])), "threads": line}), flush=True
-            )
+            rate = _window(iterate, float(command.split()[1]))
+            print(json.dumps({"rate": rate, "threads": line}), flush=True)
     finally:
         close()
 

@@ -1,36 +1,55 @@
 """Learner throughput without envs, per precision, eager and (on GPUs) CUDA/HIP graph:
-DQN updates/s on synthetic Atari batches on the device (``agent.update_on``); the DQN
-learn step from a prioritized replay (``agent.learn``: sample, update, target sync,
-priority write) at the largest batch; PPO minibatch updates/s. Also what one learn step
-costs (:func:`rlamd.bench.common.step_cost`). The variants of one figure (precisions,
-graph on and off) are timed in interleaved rounds.
+DQN updates/s on synthetic Atari batches (``agent.update_on``), the DQN learn step from a
+prioritized replay (``agent.learn``: sample, update, target sync, priority write) at the
+largest batch, and PPO minibatch updates/s, with what one learn step costs
+(:func:`rlamd.bench.common.step_cost`). The variants of one figure are interleaved.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from .common import Contender, Figure, interleave, print_table, step_cost, timed
+from .common import Contender, Figure, interleave, repeat, report, step_cost, timed
 
 __all__ = ["filled_replay", "run_learner_suite"]
 
+WARM = 5
+"""Calls before timing: more than the capture's warm-up, so graphs are captured first."""
 
-def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0, *,
-                  prioritized: bool = True, steps: int = 512, **options: Any):  # fmt: skip
-    """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps
-    (4K records by default), prioritized (alpha 0.5) or uniform; ``options`` go to the
-    buffer (``backend``, ``validate``, ...)."""
+
+def filled_replay(
+    device: torch.device,
+    capacity: int = 8 * 1024,
+    seed: int = 0,
+    *,
+    prioritized: bool = True,
+    steps: int = 512,
+    **options: Any,
+):
+    """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps,
+    prioritized (alpha 0.5) or uniform; ``options`` go to the buffer (``backend`` ...)."""
     from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
 
     if prioritized:
         options = {"alpha": 0.5, **options}
     kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    buf = kind(capacity, 8, (4, 84, 84), torch.uint8, frame_stack=4, num_actions=4, n_step=3,
-               device=device, seed=seed, **options)  # fmt: skip
+    buf = kind(
+        capacity,
+        8,
+        (4, 84, 84),
+        torch.uint8,
+        frame_stack=4,
+        num_actions=4,
+        n_step=3,
+        device=device,
+        seed=seed,
+        **options,
+    )
     rng = np.random.default_rng(seed)
     z = np.zeros(8, dtype=bool)
     frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
@@ -40,140 +59,159 @@ def filled_replay(device: torch.device, capacity: int = 8 * 1024, seed: int = 0,
     return buf
 
 
-def _frames(n: int, device, g) -> torch.Tensor:
-    return torch.randint(0, 255, (n, 4, 84, 84), dtype=torch.uint8, device=device, generator=g)
+def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
+    """rlamd's DQN or PPO on Atari shapes, captured with graph ``mode`` (None: not at all)."""
+    from rlamd.agents.dqn import DQN, DQNConfig
+    from rlamd.agents.ppo import PPO, PPOConfig
+    from rlamd.algos.dqn import capture_dqn
+    from rlamd.algos.ppo import capture_ppo
+    from rlamd.graphs import graphs_enabled
+    from rlamd.precision import Precision
+
+    p, graphs = Precision(precision, device), graphs_enabled(mode or "off", device)
+    if kind == "ppo":
+        cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
+        return capture_ppo(PPO(cfg, (4, 84, 84), 4, device, p, capturable=graphs), mode)
+    if mode is None:
+        return DQN(DQNConfig(), (4, 84, 84), 4, device, p)
+    return capture_dqn(DQN(DQNConfig(), (4, 84, 84), 4, device, p, capturable=graphs), mode)
 
 
-def _repeat(fn, iters: int):
-    def run() -> int:
-        for _ in range(iters):
-            fn()
-        return iters
-
-    return run
-
-
-class _Bench:
-    """One suite run: its settings and the figures, table rows and step costs it collects."""
-
-    warm = 5
-    """Calls before timing: more than the capture's warm-up, so graphs are captured first."""
+class _Suite:
+    """One suite run: its tensors' generator, the figures and the rows it collects."""
 
     def __init__(self, device: torch.device, iters: int, repeats: int) -> None:
+        from rlamd.device import describe_device
+
         self.device, self.iters, self.repeats = device, iters, repeats
         self.g = torch.Generator(device=device).manual_seed(0)
-        self.figures: list[Figure] = []
-        self.rows: list[tuple[str, ...]] = []
-        self.costs: list[tuple[str, ...]] = []
+        self.rows, self.figures, self.costs = [], [], []
+        gpu = device.type == "cuda"
+        # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
+        bf16 = ["bf16"] if describe_device(device).bf16 else []
+        self.precisions = ["fp32", *bf16, *(["fp16"] if gpu else [])]
+        modes = ("off", "on") if gpu else ("off",)
+        self.variants = [(p, m) for p in self.precisions for m in modes]
 
-    def timed_rows(self, label: str, built: list, cost: bool) -> None:
-        """Interleave ``(name, meta, step)`` contenders; a row per figure (and its cost)."""
-        contenders = [Contender(name, "updates/s", timed(_repeat(step, self.iters), device=self.device), meta)
-                      for name, meta, step in built]  # fmt: skip
+    def frames(self, n: int) -> torch.Tensor:
+        return torch.randint(
+            0, 255, (n, 4, 84, 84), dtype=torch.uint8, device=self.device, generator=self.g
+        )
+
+    def ints(self, n: int) -> torch.Tensor:
+        return torch.randint(0, 4, (n,), device=self.device, generator=self.g)
+
+    def time(self, label: str, built: list, cost: bool) -> None:
+        """Interleave ``(name, meta, step)``; a table row per figure (and a step-cost row)."""
+        d = self.device
+        contenders = [
+            Contender(name, "updates/s", timed(repeat(step, self.iters), device=d), meta)
+            for name, meta, step in built
+        ]
         for f, (_, m, step) in zip(
             interleave(contenders, repeats=self.repeats), built, strict=True
         ):
-            graph = m.get("graph", "off")
-            self.rows.append((label, m["precision"], str(m["batch"]), graph, f"{f.median:,.1f}"))
+            cells = (m["precision"], str(m["batch"]), m.get("graph", "off"))
+            self.rows.append((label, *cells, f"{f.median:,.1f}"))
             self.figures.append(f)
             if cost:
-                c = step_cost(step, self.device)
-                f.meta.update(c.to_dict())
-                self.costs.append(
-                    (label.split(" (")[0], m["precision"], str(m["batch"]), graph, *c.cells())
-                )
+                c = step_cost(step, d)
+                f.meta.update(asdict(c))
+                self.costs.append((label.split(" (")[0], *cells, *c.cells()))
 
-    def agent(self, kind: str, precision: str, mode: str | None):
-        from rlamd.graphs import graphs_enabled
-        from rlamd.precision import Precision
+    def dqn(self, b: int, buf: Any) -> None:
+        """DQN updates on a synthetic batch of ``b``; with ``buf``, learn steps from it."""
+        from rlamd.replay import ReplayBatch
 
-        p = Precision(precision, self.device)
-        if kind == "dqn":
-            from rlamd.agents.dqn import DQN, DQNConfig
-            from rlamd.algos.dqn import capture_dqn
-
-            if mode is None:
-                return DQN(DQNConfig(), (4, 84, 84), 4, self.device, p)
-            agent = DQN(
-                DQNConfig(),
-                (4, 84, 84),
-                4,
-                self.device,
-                p,
-                capturable=graphs_enabled(mode, self.device),
-            )
-            return capture_dqn(agent, mode)
-        from rlamd.agents.ppo import PPO, PPOConfig
-        from rlamd.algos.ppo import capture_ppo
-
-        cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        agent = PPO(
-            cfg, (4, 84, 84), 4, self.device, p, capturable=graphs_enabled(mode, self.device)
+        d, randn = self.device, torch.randn(b, device=self.device, generator=self.g)
+        data = ReplayBatch(
+            self.frames(b),
+            self.ints(b),
+            randn,
+            self.frames(b),
+            torch.full((b,), 0.97, device=d),
+            torch.ones(b, device=d),
+            torch.arange(b, device=d),
         )
-        return capture_ppo(agent, mode)
-
-    def warmed(self, step):
-        for _ in range(self.warm):
-            step()
-        return step
-
-    def report(self) -> None:
-        d = self.device
-        print(f"\nlearner on {d}: Nature CNN, Atari-shaped batches on the device "
-              f"(median of {self.repeats} x {self.iters})")  # fmt: skip
-        print_table(self.rows, ("update", "precision", "batch", "graph", "updates/s"))
-        if self.costs:
-            unit = "kernels" if d.type == "cuda" else "ops"
-            print(f"\nper learn step on {d} (torch.profiler; {unit}: "
-                  + ("GPU kernels run" if d.type == "cuda" else "leaf ATen ops doing work")
-                  + "; launches: host submissions; host µs: time to issue it)")  # fmt: skip
-            head = ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs")
-            print_table(self.costs, head)
-
-
-def run_learner_suite(device: torch.device | str = "cpu", batches: tuple[int, ...] = (32, 128, 512),
-                      iters: int = 10, repeats: int = 3, ppo: bool = True,
-                      replay: bool = True) -> list[Figure]:  # fmt: skip
-    from rlamd.agents.ppo import PPORows
-    from rlamd.device import describe_device
-    from rlamd.replay import ReplayBatch
-
-    device = torch.device(device)
-    b = _Bench(device, iters, repeats)
-    gpu, bf16 = device.type == "cuda", describe_device(device).bf16
-    # Without native bf16 a CPU emulates it (several times slower; `auto` never picks it).
-    precisions = ["fp32", *(["bf16"] if bf16 else []), *(["fp16"] if gpu else [])]
-    variants = [(p, m) for p in precisions for m in (("off", "on") if gpu else ("off",))]
-    buf = filled_replay(device) if replay else None
-    g, n = b.g, torch.ones
-    for batch in batches:
-        data = ReplayBatch(_frames(batch, device, g), torch.randint(0, 4, (batch,), device=device, generator=g),
-                           torch.randn(batch, device=device, generator=g), _frames(batch, device, g),
-                           torch.full((batch,), 0.97, device=device), n(batch, device=device),
-                           torch.arange(batch, device=device))  # fmt: skip
-        b.timed_rows("DQN update", [
-            (f"learner/dqn/{p}/b{batch}", {"precision": p, "batch": batch, "device": str(device)},
-             partial(b.agent("dqn", p, None).update_on, data)) for p in precisions], cost=False)  # fmt: skip
-        if buf is not None and batch == max(batches):
+        meta = {"batch": b, "device": str(d)}
+        self.time(
+            "DQN update",
+            [
+                (
+                    f"learner/dqn/{p}/b{b}",
+                    {"precision": p, **meta},
+                    partial(_agent("dqn", p, None, d).update_on, data),
+                )
+                for p in self.precisions
+            ],
+            False,
+        )
+        if buf is not None:
             built = []
-            for p, mode in variants:
-                agent = b.agent("dqn", p, mode)
-                step = b.warmed(partial(agent.learn, buf, batch, 0.5))
-                meta = {
+            for p, mode in self.variants:
+                agent = _agent("dqn", p, mode, d)
+                m = {
                     "precision": p,
-                    "batch": batch,
+                    "batch": b,
                     "graph": mode,
                     "captured": agent.learn_step.captured,
                 }
-                built.append((f"learner/dqn_learn/{p}/b{batch}/graph_{mode}", meta, step))
-            b.timed_rows("DQN learn step (replay)", built, cost=True)
-    if ppo:
-        mb = 256  # PPO minibatch: 8 envs x 128 steps / 4
-        z = [torch.zeros(mb, device=device) for _ in range(3)]
-        rows = PPORows(_frames(mb, device, g), torch.randint(0, 4, (mb,), device=device, generator=g), z[0], z[1],
-                       torch.randn(mb, device=device, generator=g), z[2])  # fmt: skip
-        b.timed_rows("PPO minibatch", [
-            (f"learner/ppo/{p}/mb{mb}/graph_{mode}", {"precision": p, "batch": mb, "graph": mode},
-             b.warmed(partial(b.agent("ppo", p, mode).learn, rows))) for p, mode in variants], cost=True)  # fmt: skip
-    b.report()
-    return b.figures
+                step = _warmed(partial(agent.learn, buf, b, 0.5))
+                built.append((f"learner/dqn_learn/{p}/b{b}/graph_{mode}", m, step))
+            self.time("DQN learn step (replay)", built, True)
+
+    def ppo(self, mb: int = 256) -> None:
+        """PPO minibatch updates (256: 8 envs x 128 steps / 4 minibatches)."""
+        from rlamd.agents.ppo import PPORows
+
+        d, z = self.device, torch.zeros(mb, device=self.device)
+        frames, ints = self.frames(mb), self.ints(mb)
+        rows = PPORows(
+            frames, ints, z, z.clone(), torch.randn(mb, device=d, generator=self.g), z.clone()
+        )
+        self.time(
+            "PPO minibatch",
+            [
+                (
+                    f"learner/ppo/{p}/mb{mb}/graph_{mode}",
+                    {"precision": p, "batch": mb, "graph": mode},
+                    _warmed(partial(_agent("ppo", p, mode, d).learn, rows)),
+                )
+                for p, mode in self.variants
+            ],
+            True,
+        )
+
+
+def _warmed(step):
+    repeat(step, WARM)()
+    return step
+
+
+def run_learner_suite(
+    device: torch.device | str = "cpu",
+    batches: tuple[int, ...] = (32, 128, 512),
+    iters: int = 10,
+    repeats: int = 3,
+) -> list[Figure]:
+    device = torch.device(device)
+    suite, buf = _Suite(device, iters, repeats), filled_replay(device)
+    for b in batches:
+        suite.dqn(b, buf if b == max(batches) else None)
+    suite.ppo()
+    head = f"learner on {device}: Nature CNN, Atari-shaped batches on the device (median of "
+    report(
+        f"{head}{repeats} x {iters})",
+        suite.rows,
+        ("update", "precision", "batch", "graph", "updates/s"),
+    )
+    unit, gpu = ("kernels", True) if device.type == "cuda" else ("ops", False)
+    what = "GPU kernels run" if gpu else "leaf ATen ops doing work"
+    head = f"per learn step on {device} (torch.profiler; {unit}: {what}; launches: host "
+    head += "submissions; host µs: time to issue it)"
+    report(
+        head,
+        suite.costs,
+        ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs"),
+    )
+    return suite.figures

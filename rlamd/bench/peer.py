@@ -1,18 +1,15 @@
 """The peer interface: one object per library the bench compares rlamd with.
 
-A peer (``rlamd/bench/peers/NAME.py``) says what it is, whether it can run here and why
-not, and which measurements it takes part in; each measurement hands it the settings
-rlamd runs with. Suites and races iterate over :func:`peers`; nothing outside a peer's
-module names it (``docs/ARCHITECTURE.md``, the bench). A test or a user adds one with
-:func:`register`, from outside the library.
-
-Measurements (:data:`MEASUREMENTS`): ``dqn`` (iterations and learner updates on
-Breakout), ``ppo`` (env steps/s with learning, Atari and classic control), ``replay``
-(prioritized sampling), ``race`` (time to a score), ``contention`` (beside a busy process).
+A peer (``rlamd/bench/peers/NAME.py``) says whether it can run here and which measurements
+(:data:`MEASUREMENTS`) it takes part in; each measurement hands it the settings rlamd runs
+with. Suites and races iterate over :func:`peers`, so nothing outside a peer's module names
+it (``docs/ARCHITECTURE.md``, the bench). Importing ``rlamd.bench`` registers the shipped
+peers; a test or a user adds one with :func:`register`. This module imports no peer.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import shutil
 import subprocess
@@ -20,24 +17,9 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
-__all__ = [
-    "MEASUREMENTS",
-    "BasePeer",
-    "PPOSettings",
-    "Peer",
-    "PeerUnavailable",
-    "Recipe",
-    "Throughput",
-    "get",
-    "peer_python",
-    "peers",
-    "recipe",
-    "register",
-    "require",
-    "set_python",
-]
+__all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
 MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
 
@@ -46,34 +28,35 @@ class PeerUnavailable(RuntimeError):
     """A peer is not installed here, cannot load, or does not take part in a measurement."""
 
 
+def nearest(what: str, name: str, accepted: list[str] | tuple[str, ...]) -> str:
+    """``unknown WHAT 'NAME'; accepted: ...`` and the closest accepted name, if any."""
+    close = difflib.get_close_matches(name, accepted, n=1)
+    hint = f". Did you mean '{close[0]}'?" if close else ""
+    return f"unknown {what + ' ' if what else ''}'{name}'; accepted: {', '.join(accepted)}{hint}"
+
+
 @dataclass(frozen=True)
 class Recipe:
     """One peer's settings for one env family or task and one algorithm."""
 
     n_envs: int
-    """Envs the peer steps together (its own default or the recipe's)."""
     steps: int
     """The run's length in env steps (the recipe's schedules are laid over it)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
     """Constructor settings, as the source writes them (``lin_X``: linear schedules)."""
     source: str = ""
-    """Where the settings come from."""
     tag: str = "tuned recipe"
     """What the race table says of them: ``tuned recipe``, ``own defaults`` ..."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n_envs": self.n_envs,
-            "steps": self.steps,
-            **self.kwargs,
+        return {"n_envs": self.n_envs, "steps": self.steps, **self.kwargs} | {
             "source": self.source,
             "tag": self.tag,
         }
 
 
 def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe | None:
-    """The recipe for rlamd's env name ``env`` and ``algo``, or None when ``table`` has none.
-    Atari games share the ``atari`` entry; other envs are keyed by their gymnasium id."""
+    """The recipe for rlamd's env name ``env``; Atari games share the ``atari`` entry."""
     from rlamd.envs import parse_env_id
 
     parsed = parse_env_id(env)
@@ -109,7 +92,6 @@ class Throughput:
     """One peer's built contender: ``run()`` does some work and returns its env steps."""
 
     label: str
-    """Its row in the table, e.g. ``NAME PPO (fp32)``."""
     run: Callable[[], float]
     close: Callable[[], None]
     meta: dict[str, Any] = field(default_factory=dict)
@@ -120,84 +102,91 @@ class Throughput:
 
 @runtime_checkable
 class Peer(Protocol):
-    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals)."""
+    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals).
+
+    ``name`` keys figure names, ``--contenders`` and ``--peer-python``; ``unavailable()``
+    says why it cannot run here, or None. Per measurement: ``dqn_side`` a
+    :class:`rlamd.bench.dqn.Side` of its DQN on Breakout (1 env, replay filled with ``warm``
+    steps, ``iters`` units a call) and ``dqn_algorithm`` the ``DQNConfig`` fields that make
+    rlamd run its algorithm; ``ppo`` its PPO with ``settings``, built and warmed up;
+    ``replay`` a filled prioritized sampler's loop (``iters`` x draw and write); ``race_skip``
+    why it cannot race, ``race_command`` (argv writing ``folder/evals.csv``, its settings
+    with ``source`` and ``tag``) and ``race_train`` (in that child: train, calling
+    ``evals``); ``contention`` (iterate() -> env steps, close) on Breakout in this process.
+    """
 
     name: str
-    """Key in figure names, ``--contenders`` and ``--peer-python`` (lower case, no spaces)."""
     label: str
-    """Its name in tables."""
     colour: str
     measurements: frozenset[str]
 
-    def unavailable(self) -> str | None:
-        """Why it cannot run here (not installed, cannot load), or None."""
-        ...
+    def unavailable(self) -> str | None: ...
+    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any: ...
+    def dqn_algorithm(self) -> dict[str, Any]: ...
+    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput: ...
+    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any: ...
+    def race_skip(self, env: str, algo: str) -> str | None: ...
+    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple: ...
+    def race_train(self, args: Any, stop: Any, evals: Any) -> None: ...
+    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]: ...
 
-    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
-        """``dqn``: a :class:`rlamd.bench.dqn.Side` of its DQN on Breakout, 1 env, replay
-        filled with ``warm`` steps, ``iters`` units per timed call."""
-        ...
 
-    def dqn_algorithm(self) -> dict[str, Any]:
-        """``dqn``: the ``DQNConfig`` fields that make rlamd run this peer's algorithm."""
-        ...
+def _refusal(what: str) -> Callable[..., Any]:
+    def refuse(self: BasePeer, *args: Any) -> Any:
+        raise PeerUnavailable(f"{self.label} takes no part in the {what} measurement")
 
-    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
-        """``ppo``: its PPO with ``settings``, built and warmed up; ``iters`` rollouts a call."""
-        ...
-
-    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any:
-        """``replay``: a filled prioritized sampler's loop: ``iters`` x (draw, write) -> iters."""
-        ...
-
-    def race_skip(self, env: str, algo: str) -> str | None:
-        """``race``: why it cannot race ``algo`` on rlamd's env ``env`` here, or None."""
-        ...
-
-    def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
-        """``race``: (argv writing ``folder/evals.csv`` on the race's protocol, its settings
-        with ``source`` and ``tag``)."""
-        ...
-
-    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]:
-        """``contention``: (iterate() -> env steps, close) on Breakout in this process."""
-        ...
+    return refuse
 
 
 class BasePeer:
-    """Defaults for a peer: available, and refusing every measurement it does not list."""
+    """Defaults for a peer: refusals for what it does not take part in, and a race run
+    from :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process."""
 
-    name = "peer"
-    label = "peer"
+    name = label = "peer"
     colour = "#7f8c8d"
     measurements: frozenset[str] = frozenset()
+    requires = ("", "")
+    """(module the peer imports, how to install it); ``""``: nothing to check."""
+    own_python = False
+    """True: it runs under its own interpreter (:func:`peer_python`), never in this one."""
+    recipes: ClassVar[dict[tuple[str, str], Recipe]] = {}
+    no_recipe = "no recipe for {env} / {algo}"
+    dqn_side, ppo, replay = _refusal("dqn"), _refusal("ppo"), _refusal("replay")
+    race_train, contention = _refusal("race"), _refusal("contention")
 
     def unavailable(self) -> str | None:
+        module, how = self.requires
+        try:
+            if module:
+                require(module, how, peer_python(self.name) if self.own_python else None)
+        except PeerUnavailable as exc:
+            return str(exc)
         return None
-
-    def _refuse(self, what: str) -> PeerUnavailable:
-        return PeerUnavailable(f"{self.label} takes no part in the {what} measurement")
-
-    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
-        raise self._refuse("dqn")
 
     def dqn_algorithm(self) -> dict[str, Any]:
         return {}
 
-    def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
-        raise self._refuse("ppo")
-
-    def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any:
-        raise self._refuse("replay")
+    def recipe(self, env: str, algo: str) -> Recipe:
+        """Its recipe for ``env`` and ``algo``; PeerUnavailable saying there is none."""
+        found = recipe(self.recipes, env, algo)
+        if found is None:
+            raise PeerUnavailable(self.no_recipe.format(env=env, algo=algo))
+        return found
 
     def race_skip(self, env: str, algo: str) -> str | None:
-        return None if "race" in self.measurements else f"{self.label} does not race"
+        if "race" not in self.measurements:
+            return f"{self.label} does not race"
+        if self.recipes and recipe(self.recipes, env, algo) is None:
+            return self.no_recipe.format(env=env, algo=algo)
+        return self.unavailable()
 
     def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
-        raise self._refuse("race")
-
-    def contention(self, algo: str, num_envs: int, warm: int) -> tuple[Callable, Callable]:
-        raise self._refuse("contention")
+        rec = self.recipe(proto.env, algo)
+        cmd = [sys.executable, "-m", "rlamd.bench.race_child", self.name, *proto.child_args(algo)]
+        cmd += ["--seed", str(seed), "--dir", str(folder)]
+        if self.own_python:
+            cmd += ["--peer-python", f"{self.name}={peer_python(self.name)}"]
+        return cmd, {**rec.to_dict(), "steps": proto.steps or rec.steps}
 
 
 _PEERS: dict[str, Peer] = {}
@@ -212,29 +201,17 @@ def register(peer: Peer) -> Peer:
     return peer
 
 
-def _builtins() -> None:
-    importlib.import_module("rlamd.bench.peers")  # registers the peers the library ships
-
-
 def peers(measurement: str | None = None) -> list[Peer]:
     """The registered peers (in registration order), those taking part in ``measurement``."""
-    _builtins()
     if measurement is not None and measurement not in MEASUREMENTS:
-        raise ValueError(f"measurement {measurement!r}; accepted: {', '.join(MEASUREMENTS)}")
+        raise ValueError(nearest("measurement", measurement, MEASUREMENTS))
     return [p for p in _PEERS.values() if measurement is None or measurement in p.measurements]
 
 
 def get(name: str) -> Peer:
     """The peer called ``name``; ValueError naming the nearest one otherwise."""
-    _builtins()
     if name not in _PEERS:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(_PEERS), n=1)
-        raise ValueError(
-            f"unknown peer '{name}'; accepted: {', '.join(_PEERS)}"
-            + (f". Did you mean '{close[0]}'?" if close else "")
-        )
+        raise ValueError(nearest("peer", name, list(_PEERS)))
     return _PEERS[name]
 
 
@@ -251,13 +228,28 @@ def set_python(spec: str) -> None:
     _PYTHON[name] = path
 
 
+def peer_arguments(p: Any, skip: str) -> None:
+    """``--no-peers`` (its help: ``skip``) and ``--peer-python NAME=PATH`` on parser ``p``."""
+    p.add_argument("--no-peers", action="store_true", help=skip)
+    text = "run peer NAME's processes under this interpreter (default: .venv-peers/NAME made by "
+    text += "`bash scripts/setup.sh --bench-peers`, else this one)"
+    p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH", help=text)
+
+
+def use_peer_python(args: Any, p: Any) -> None:
+    """Apply ``--peer-python``; a bad one exits through parser ``p`` saying what is accepted."""
+    try:
+        for spec in args.peer_python:
+            set_python(spec)
+    except ValueError as exc:
+        p.error(str(exc))
+
+
 def peer_python(name: str) -> str:
     """The interpreter for peer ``name``: ``--peer-python``, else the venv that
     ``bash scripts/setup.sh --bench-peers`` makes (``.venv-peers/NAME``), else this one."""
-    if name in _PYTHON:
-        return _PYTHON[name]
     made = Path(__file__).resolve().parents[2] / ".venv-peers" / name / "bin" / "python"
-    return str(made) if made.exists() else sys.executable
+    return _PYTHON.get(name) or (str(made) if made.exists() else sys.executable)
 
 
 def require(module: str, extra: str, python: str | None = None) -> Any:

@@ -1,15 +1,11 @@
 """PPO env steps/s with learning included: rlamd and every peer in the ``ppo`` measurement.
 
-Two suites, one code path. ``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4
-minibatches (256), lr 2.5e-4, clip 0.1, entropy 0.01, value 0.5, max grad norm 0.5,
-gamma 0.99, lambda 0.95 (CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, beside
-the raw ``AtariVectorEnv`` with random actions (the ceiling no learner can pass).
-``classic``: CartPole-v1, 8 envs x 128 steps, 4 epochs x 4 minibatches of 256, lr 1e-3,
-clip 0.2, no entropy bonus, separate 64x64 tanh MLPs (rlamd's classic preset). rlamd runs
-through :class:`rlamd.engine.LocalEngine`, as ``python -m rlamd.train`` does (its thread
-budget included); every peer gets the same :class:`rlamd.bench.peer.PPOSettings` (a peer
-that runs its own defaults says so in its row). All are built first, then timed in
-interleaved rounds; ratios are per round.
+``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1,
+entropy 0.01 (CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, beside the raw
+``AtariVectorEnv`` with random actions (the ceiling no learner can pass). ``classic``:
+CartPole-v1, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 1e-3, clip 0.2, no entropy
+bonus (rlamd's classic preset). rlamd runs through :class:`rlamd.engine.LocalEngine`, as
+``python -m rlamd.train`` does; every peer gets the same :class:`PPOSettings`.
 """
 
 from __future__ import annotations
@@ -23,14 +19,17 @@ from .common import (
     distinct_precisions,
     each_peer,
     interleave,
-    peer_ratios,
-    print_table,
+    peer_lines,
     ratio,
+    repeat,
+    report,
     timed,
 )
 from .peer import PPOSettings
 
 __all__ = ["atari_settings", "classic_settings", "run_classic_suite", "run_ppo_suite"]
+
+UNIT = "env steps/s"
 
 
 def atari_settings(num_envs: int = 8) -> PPOSettings:
@@ -46,77 +45,87 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
     from rlamd.engine import LocalEngine
 
     env = "breakout" if s.family == "atari" else "cartpole"
-    train = {"env": env, "algo": "ppo", "num_envs": s.num_envs, "device": str(device),
-             "precision": precision, "steps": 10**9}  # fmt: skip
-    sets = {"num_steps": s.num_steps, "num_minibatches": s.minibatches, "update_epochs": s.epochs,
-            "lr": s.lr, "clip_coef": s.clip, "ent_coef": s.ent_coef}  # fmt: skip
+    train = {
+        "env": env,
+        "algo": "ppo",
+        "num_envs": s.num_envs,
+        "device": str(device),
+        "precision": precision,
+        "steps": 10**9,
+    }
+    sets = {
+        "num_steps": s.num_steps,
+        "num_minibatches": s.minibatches,
+        "update_epochs": s.epochs,
+        "lr": s.lr,
+        "clip_coef": s.clip,
+        "ent_coef": s.ent_coef,
+    }
     cfg = resolve({"train": train}, sets=[f"ppo.{k}={v}" for k, v in sets.items()])
     engine = LocalEngine(cfg, 0, None, log=lambda _line: None)
-
-    def run() -> int:
-        for _ in range(iters):
-            engine.iterate()
-        return iters * s.per_rollout
-
     mode = engine.agent.precision.mode
+    run = timed(repeat(engine.iterate, iters, iters * s.per_rollout), device=device)
     meta = {"device": str(device), "num_envs": s.num_envs, "precision": mode}
-    name = f"{suite}/rlamd_{mode}/{s.num_envs}envs"
-    return (
-        f"rlamd ({mode})",
-        Contender(name, "env steps/s", timed(run, device=device), meta),
-        engine.close,
-    )
+    c = Contender(f"{suite}/rlamd_{mode}/{s.num_envs}envs", UNIT, run, meta)
+    return f"rlamd ({mode})", c, engine.close, None
 
 
 def _raw(n: int):
     """The raw vector env with random actions: the ceiling no learner can pass."""
-    from .env import raw_env
+    from .env import raw_env, stepping
 
     raw = raw_env("breakout", n)
     raw.reset(seed=0)
     acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+    run = timed(stepping(raw, acts, len(acts) * n))
+    c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
+    return "raw AtariVectorEnv (no learning)", c, raw.close, None
 
-    def run() -> int:
-        for a in acts:
-            raw.step(a)
-        return len(acts) * n
 
-    c = Contender(f"ppo/raw_env_ceiling/{n}envs", "env steps/s", timed(run), {"num_envs": n})
-    return "raw AtariVectorEnv (no learning)", c, raw.close
+def _peer(suite: str, s: PPOSettings, device, peer, t):
+    c = Contender(
+        f"{suite}/{peer.name}_fp32/{s.num_envs}envs",
+        UNIT,
+        timed(t.run, device=device, per=t.per),
+        t.meta,
+    )
+    return t.label, c, t.close, peer
 
 
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
-    built, closers = [], []
+    built = []
     try:
-        for precision in distinct_precisions(precisions, device):
-            label, c, close = _rlamd(s, precision, device, iters, suite)
-            built.append((label, c, None))
-            closers.append(close)
-        for peer, t in each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
-            closers.append(t.close)
-            name = f"{suite}/{peer.name}_fp32/{s.num_envs}envs"
-            c = Contender(name, "env steps/s", timed(t.run, device=device, per=t.per), t.meta)
-            built.append((t.label, c, peer))
+        built += [
+            _rlamd(s, p, device, iters, suite) for p in distinct_precisions(precisions, device)
+        ]
+        got = each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters))
+        built += [_peer(suite, s, device, p, t) for p, t in got]
         if s.family == "atari":
-            label, c, close = _raw(s.num_envs)
-            built.append((label, c, None))
-            closers.append(close)
-        figures = interleave([c for _, c, _ in built], repeats=repeats)
+            built.append(_raw(s.num_envs))
+        figures = interleave([c for _, c, _, _ in built], repeats=repeats)
     finally:
-        for close in closers:
+        for _, _, close, _ in built:
             close()
     base = figures[0]
-    rows = [(label, str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).cell())
-            for (label, _, _), f in zip(built, figures, strict=True)]  # fmt: skip
-    pairs = [(p, f) for (_, _, p), f in zip(built, figures, strict=True) if p is not None]
-    lines = [f"rlamd {base.meta['precision']} with {s.num_envs} envs: {line}"
-             for line in peer_ratios(base, pairs, "env steps/s")]  # fmt: skip
-    return figures, rows, lines
+    rows = [
+        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).cell())
+        for b, f in zip(built, figures, strict=True)
+    ]
+    pairs = [(b[3], f) for b, f in zip(built, figures, strict=True) if b[3] is not None]
+    head = f"rlamd {base.meta['precision']} with {s.num_envs} envs: "
+    return figures, rows, peer_lines(base, pairs, UNIT, head)
 
 
-def run_ppo_suite(iters: int = 3, repeats: int = 3, device: torch.device | str = "cpu",
-                  env_counts: tuple[int, ...] = (8,), precisions: tuple[str, ...] = ("auto", "fp32"),
-                  peers: bool = True, notes: list[str] | None = None, suite: str = "ppo") -> list[Figure]:  # fmt: skip
+def run_ppo_suite(
+    iters: int = 3,
+    repeats: int = 3,
+    device: torch.device | str = "cpu",
+    env_counts: tuple[int, ...] = (8,),
+    precisions: tuple[str, ...] = ("auto", "fp32"),
+    peers: bool = True,
+    notes: list[str] | None = None,
+    suite: str = "ppo",
+) -> list[Figure]:
     """The ``ppo`` suite (Breakout) per env count, or ``classic`` (CartPole, 8 envs)."""
     device, notes = torch.device(device), [] if notes is None else notes
     figures, rows, lines = [], [], []
@@ -125,17 +134,22 @@ def run_ppo_suite(iters: int = 3, repeats: int = 3, device: torch.device | str =
         got = _suite(suite, s, device, iters, repeats, precisions, peers, notes)
         figures, rows, lines = figures + got[0], rows + got[1], lines + got[2]
     what = "Breakout" if suite == "ppo" else "PPO on CartPole-v1"
-    print(f"\n{suite} on {device}: {what}, {s.num_steps} steps x envs per rollout, 4 epochs x 4 "
-          f"minibatches, learning included (median of {repeats} interleaved rounds x {iters} "
-          f"rollouts; ratio = steps/s / rlamd {precisions[0]}'s, median per round (min-max))")  # fmt: skip
-    print_table(rows, ("framework", "envs", "env steps/s", "ratio"))
-    for line in lines:
-        print(line)
+    head = (
+        f"{suite} on {device}: {what}, {s.num_steps} steps x envs per rollout, 4 epochs x 4 "
+        f"minibatches, learning included (median of {repeats} interleaved rounds x {iters} "
+        f"rollouts; ratio = steps/s / rlamd {precisions[0]}'s, median per round (min-max))"
+    )
+    report(head, rows, ("framework", "envs", UNIT, "ratio"), lines)
     return figures
 
 
-def run_classic_suite(iters: int = 4, repeats: int = 5, device: torch.device | str = "cpu",
-                      precisions: tuple[str, ...] = ("auto",), peers: bool = True,
-                      notes: list[str] | None = None) -> list[Figure]:  # fmt: skip
+def run_classic_suite(
+    iters: int = 4,
+    repeats: int = 5,
+    device: torch.device | str = "cpu",
+    precisions: tuple[str, ...] = ("auto",),
+    peers: bool = True,
+    notes: list[str] | None = None,
+) -> list[Figure]:
     """PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""
     return run_ppo_suite(iters, repeats, device, (8,), precisions, peers, notes, suite="classic")

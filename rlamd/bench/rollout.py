@@ -1,12 +1,11 @@
 """Env steps/s of Ray rollout actors, and the bytes each transition costs the object store.
 
-Each actor is the rollout worker of ``--ray`` DQN runs: its own Breakout vector env, a
-CPU copy of the Q-network acting with Ape-X epsilons, and the chunk's initial priorities
-computed before it ships. Both chunk encodings are measured in the same run: ``stacks``
-(every observation's whole 4x84x84 stack) and ``frames`` (each env's newest frame per
-step plus the stacks where the chain breaks, ``ray.ship_frames``). Bytes per transition
-are a pickled chunk's size over its transitions. The baseline is the same worker in this
-process with one thread (no Ray, no object store). On 2 cores 4 actors share 2 cores.
+Each actor is the rollout worker of ``--ray`` DQN runs: its own Breakout vector env, a CPU
+copy of the Q-network acting with Ape-X epsilons, and the chunk's initial priorities.
+Both chunk encodings are measured in one run: ``stacks`` (every observation's whole 4x84x84
+stack) and ``frames`` (each env's newest frame per step plus the stacks where the chain
+breaks, ``ray.ship_frames``). Bytes per transition: a pickled chunk's size over its
+transitions. The baseline is the same worker in this process with one thread (no Ray).
 """
 
 from __future__ import annotations
@@ -17,24 +16,17 @@ import time
 
 import torch
 
-from .common import Figure, measure, print_table
+from .common import Figure, measure, report
 
 __all__ = ["run_rollout_suite"]
 
 ENCODINGS = ("stacks", "frames")
+GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
+"""Breakout; 1, 2 and 4 actors (4 share 2 cores on the development machine); 4 envs each;
+chunks of 32 steps."""
 
 
-def _sections(game: str, envs: int, chunk: int, workers: int, frames: bool):
-    from rlamd.config.sections import RunConfig
-
-    ray = {"num_rollout_workers": workers, "envs_per_worker": envs, "chunk_steps": chunk,
-           "ship_frames": frames}  # fmt: skip
-    return RunConfig.from_dict(
-        {"train": {"env": game, "algo": "dqn", "device": "cpu", "seed": 1}, "ray": ray}
-    )
-
-
-def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> list[Figure]:
+def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
     """Per encoding: bytes/transition and a single-threaded in-process worker's steps/s."""
     from rlamd.distributed.roles import RolloutWorker
 
@@ -45,7 +37,7 @@ def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> l
             local = RolloutWorker(sections[enc], 0)
             sizes = []
             for _ in range(rounds):
-                payload, info = local.collect(None, 0, chunk)
+                payload, info = local.collect(None, 0, CHUNK)
                 sizes.append(len(pickle.dumps(payload, protocol=5)) / info.env_steps)
             figures.append(
                 Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", sizes, encoding=enc)
@@ -53,92 +45,108 @@ def _in_process(sections, envs: int, chunk: int, rounds: int, repeats: int) -> l
 
             def run(local=local) -> int:
                 for _ in range(rounds):
-                    local.collect(None, 0, chunk)
-                return rounds * chunk * envs
+                    local.collect(None, 0, CHUNK)
+                return rounds * CHUNK * ENVS
 
-            figures.append(measure(f"rollout/{enc}/in_process/{envs}envs", "env steps/s", run, repeats=repeats,
-                                   actors=0, envs_per_worker=envs, encoding=enc))  # fmt: skip
+            figures.append(
+                measure(
+                    f"rollout/{enc}/in_process/{ENVS}envs",
+                    "env steps/s",
+                    run,
+                    repeats=repeats,
+                    actors=0,
+                    envs_per_worker=ENVS,
+                    encoding=enc,
+                )
+            )
             local.close()
     finally:
         torch.set_num_threads(threads)
     return figures
 
 
-def _on_ray(sections, actors, envs: int, chunk: int, rounds: int, repeats: int) -> list[Figure]:
+def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
     """Per actor count and encoding: Ray rollout actors' env steps/s."""
-    import ray
-
     from rlamd.distributed.driver import _RayWorker
 
-    figures, started = [], not ray.is_initialized()
-    if started:
-        ray.init(
-            address="local",
-            num_cpus=max(os.cpu_count() or 1, max(actors)),
-            include_dashboard=False,
-            log_to_driver=False,
-        )
-    try:
-        for n in actors:
-            for enc in ENCODINGS:
-                workers = [
-                    _RayWorker.options(num_cpus=1).remote(sections[enc], i) for i in range(n)
+    figures = []
+    for n in ACTORS:
+        for enc in ENCODINGS:
+            workers = [_RayWorker.options(num_cpus=1).remote(sections[enc], i) for i in range(n)]
+
+            def run(workers=workers) -> int:  # every actor keeps ``rounds`` chunks queued
+                refs = [
+                    w.collect.options(num_returns=2).remote(None, 0, CHUNK)[1]
+                    for _ in range(rounds)
+                    for w in workers
                 ]
+                ray.get(refs)
+                return len(refs) * CHUNK * ENVS
 
-                def run(workers=workers) -> int:  # every actor keeps ``rounds`` chunks queued
-                    refs = [w.collect.options(num_returns=2).remote(None, 0, chunk)[1]
-                            for _ in range(rounds) for w in workers]  # fmt: skip
-                    ray.get(refs)
-                    return len(refs) * chunk * envs
-
-                figures.append(measure(f"rollout/{enc}/ray/{n}actors", "env steps/s", run, repeats=repeats,
-                                       actors=n, encoding=enc, envs_per_worker=envs))  # fmt: skip
-                for w in workers:
-                    ray.kill(w)
-                time.sleep(0.5)
-    finally:
-        if started:
-            ray.shutdown()
+            figures.append(
+                measure(
+                    f"rollout/{enc}/ray/{n}actors",
+                    "env steps/s",
+                    run,
+                    repeats=repeats,
+                    actors=n,
+                    encoding=enc,
+                    envs_per_worker=ENVS,
+                )
+            )
+            for w in workers:
+                ray.kill(w)
+            time.sleep(0.5)
     return figures
 
 
-def run_rollout_suite(game: str = "breakout", actors: tuple[int, ...] = (1, 2, 4), envs_per_worker: int = 4,
-                      chunk_steps: int = 32, rounds: int = 4, repeats: int = 3,
-                      notes: list[str] | None = None) -> list[Figure]:  # fmt: skip
+def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
     """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
+    from rlamd.config.sections import RunConfig
+
     try:
-        import ray  # noqa: F401
+        import ray
     except ImportError:
         if notes is not None:
             notes.append("rollout skipped: Ray not installed (bash scripts/setup.sh --ray)")
         return []
-    envs = envs_per_worker
+    train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
+    ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS, "chunk_steps": CHUNK}
     sections = {
-        e: _sections(game, envs, chunk_steps, max(actors), e == "frames") for e in ENCODINGS
+        e: RunConfig.from_dict({"train": train, "ray": ray_cfg | {"ship_frames": e == "frames"}})
+        for e in ENCODINGS
     }
-    figures = _in_process(sections, envs, chunk_steps, rounds, repeats)
-    figures += _on_ray(sections, actors, envs, chunk_steps, rounds, repeats)
-    by = {f.name: f for f in figures}
-    size = {e: by[f"rollout/{e}/bytes_per_transition"].median for e in ENCODINGS}
-    by["rollout/frames/bytes_per_transition"].meta["ratio_to_stacks"] = (
-        size["frames"] / size["stacks"]
-    )
-    base = by[f"rollout/stacks/in_process/{envs}envs"].median
-    rows = [("bytes per transition", "-", *(f"{size[e]:,.0f}" for e in ENCODINGS),
-             f"{size['frames'] / size['stacks']:.2f}")]  # fmt: skip
-    for key in [f"in_process/{envs}envs", *(f"ray/{n}actors" for n in actors)]:
-        a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
-        for f in (a, b):
-            f.meta["ratio_to_in_process_stacks"] = f.median / base
-        b.meta["ratio_to_stacks"] = b.median / a.median
-        what = (
-            "in-process worker, 1 thread"
-            if key.startswith("in_process")
-            else f"{a.meta['actors']} Ray actor(s) x {envs} envs"
-        )
-        rows.append((f"{what}: env steps/s", f"{base:,.0f}", f"{a.median:,.0f}", f"{b.median:,.0f}",
-                     f"{b.median / a.median:.2f}"))  # fmt: skip
-    print(f"\nrollout: {game}, DQN acting + priorities, chunks of {chunk_steps} steps, stacks vs "
-          f"frames measured in this run; {os.cpu_count()} cores; median of {repeats}")  # fmt: skip
-    print_table(rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
+    figures = _in_process(sections, rounds, repeats)
+    started = not ray.is_initialized()
+    if started:
+        cpus = max(os.cpu_count() or 1, max(ACTORS))
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        figures += _on_ray(ray, sections, rounds, repeats)
+    finally:
+        if started:
+            ray.shutdown()
+    _table(figures, ACTORS, repeats)
     return figures
+
+
+def _table(figures: list[Figure], actors: tuple[int, ...], repeats: int) -> None:
+    """Bytes per transition and env steps/s per encoding, with the ratios into meta."""
+    by = {f.name: f for f in figures}
+    base = by[f"rollout/stacks/in_process/{ENVS}envs"].median
+    rows, labels = [], {"bytes_per_transition": "bytes per transition"}
+    labels[f"in_process/{ENVS}envs"] = "in-process worker, 1 thread: env steps/s"
+    labels |= {f"ray/{n}actors": f"{n} Ray actor(s) x {ENVS} envs: env steps/s" for n in actors}
+    for key, label in labels.items():
+        a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
+        b.meta["ratio_to_stacks"] = b.median / a.median
+        if a.unit != "bytes":
+            for f in (a, b):
+                f.meta["ratio_to_in_process_stacks"] = f.median / base
+        first = "-" if a.unit == "bytes" else f"{base:,.0f}"
+        rows.append(
+            (label, first, f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
+        )
+    head = f"rollout: {GAME}, DQN acting + priorities, chunks of {CHUNK} steps, stacks vs frames "
+    head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
+    report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))

@@ -1,14 +1,12 @@
 """Sample Factory's own process, run by the interpreter of its venv (never imports rlamd).
 
 ``PYTHON sf_child.py --sf-env ENV --family atari|classic --dir DIR [--eval-every K] -- ARGS``
-trains APPO with Sample Factory's own argument parser, env registration and wrappers
-(``sf_examples.atari`` for Atari games, a plain ``gym.make`` for classic control; ale-py's
-wheel carries the ROMs, registered with ``ale_py.registration``), ARGS last. After every
-training step it prints ``RLAMD_PROGRESS {"steps": N, "t": SECONDS}`` (env steps are
-agent decisions). With ``--eval-every`` it asks the learner for a checkpoint each time the
-steps pass a multiple, and a thread turns each new checkpoint into
-``DIR/policy_STEPS.pt``: a TorchScript of observations -> action logits (the observation
-normaliser included) that rlamd's side loads without Sample Factory.
+trains APPO with Sample Factory's own parser, env registration and wrappers
+(``sf_examples.atari`` for Atari, with ale-py's ROM-carrying ids registered in every worker;
+``gym.make`` for classic control). After every training step it prints ``{"steps": N}``
+(agent decisions). With ``--eval-every`` the learner writes a checkpoint each time the steps
+pass a multiple, and a thread turns it into ``DIR/policy_STEPS.pt``: a TorchScript of
+observations -> action logits that rlamd's side loads without Sample Factory.
 """
 
 from __future__ import annotations
@@ -23,16 +21,14 @@ from pathlib import Path
 
 
 def _make_gym_env(name, cfg=None, env_config=None, render_mode=None):
-    """A classic-control env as Sample Factory's gym example makes it (module level: its
-    workers are spawned processes and pickle it)."""
+    """As Sample Factory's gym example makes it (module level: spawned workers pickle it)."""
     import gymnasium as gym
 
     return gym.make(name, render_mode=render_mode)
 
 
 def _make_atari(name, cfg=None, env_config=None, render_mode=None):
-    """Sample Factory's own Atari env (its wrappers), in a process that has registered
-    ale-py's ROM-carrying ``NoFrameskip-v4`` ids first (its workers are spawned afresh)."""
+    """Its own Atari env, after registering ale-py's ids (each spawned worker needs them)."""
     import gymnasium as gym
     from ale_py.registration import register_v0_v4_envs
     from sf_examples.atari.atari_utils import make_atari_env
@@ -42,16 +38,10 @@ def _make_atari(name, cfg=None, env_config=None, render_mode=None):
     return make_atari_env(name, cfg, env_config, render_mode=render_mode)
 
 
-def _register(family: str, sf_env: str) -> None:
+def _config(family: str, sf_env: str, argv: list[str]):
     from sample_factory.envs.env_utils import register_env
 
-    if family == "atari":
-        register_env(sf_env, _make_atari)
-    else:
-        register_env(sf_env, _make_gym_env)
-
-
-def _config(family: str, argv: list[str]):
+    register_env(sf_env, _make_atari if family == "atari" else _make_gym_env)
     if family == "atari":
         from sf_examples.atari.train_atari import parse_atari_args
 
@@ -74,7 +64,7 @@ class _Exporter(threading.Thread):
         from sample_factory.model.actor_critic import create_actor_critic
 
         info = self.runner.env_info
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)  # tensors and numbers
         ac = create_actor_critic(self.cfg, info.obs_space, info.action_space)
         ac.load_state_dict(ckpt["model"])
         ac.eval()
@@ -87,9 +77,8 @@ class _Exporter(threading.Thread):
             def forward(self, obs):
                 head = self.ac.forward_head(self.ac.normalize_obs({"obs": obs}))
                 core, _ = self.ac.forward_core(head, head[:, :1])
-                return self.ac.forward_tail(core, values_only=False, sample_actions=False)[
-                    "action_logits"
-                ]
+                out = self.ac.forward_tail(core, values_only=False, sample_actions=False)
+                return out["action_logits"]
 
         space = info.obs_space["obs"]
         example = torch.zeros((8, *space.shape), dtype=torch.from_numpy(space.sample()).dtype)
@@ -122,19 +111,18 @@ def main() -> int:
     args = p.parse_args()
     out = Path(args.dir)
     out.mkdir(parents=True, exist_ok=True)
-    _register(args.family, args.sf_env)
     from sample_factory.algo.runners.runner import AlgoObserver
     from sample_factory.algo.utils.misc import ExperimentStatus
     from sample_factory.train import make_runner
 
     sf_args = [a for a in args.sf_args if a != "--"]
-    cfg, runner = make_runner(_config(args.family, [f"--env={args.sf_env}", *sf_args]))
+    cfg, runner = make_runner(_config(args.family, args.sf_env, [f"--env={args.sf_env}", *sf_args]))
     every, due = args.eval_every, [args.eval_every]
 
     class Progress(AlgoObserver):
         def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
             steps = int(runner.env_steps.get(0, 0))
-            print("RLAMD_PROGRESS " + json.dumps({"steps": steps, "t": time.time()}), flush=True)
+            print(json.dumps({"steps": steps}), flush=True)
             if every and steps >= due[0]:
                 runner._save_policy()  # the learner writes a checkpoint; the exporter follows
                 due[0] = (steps // every + 1) * every

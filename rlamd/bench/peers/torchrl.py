@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rlamd.bench.common import repeat
 from rlamd.bench.peer import BasePeer, PeerUnavailable, require
 
 __all__ = ["PEER"]
@@ -27,24 +28,19 @@ def _build_extension(torchrl_dir: Path) -> Any:
     cache = Path(os.environ.get("RLAMD_CACHE", Path.home() / ".cache" / "rlamd")) / "torchrl_ext"
     cache.mkdir(parents=True, exist_ok=True)
     try:
-        return load(name="_torchrl", sources=[str(s) for s in sources],
-                    extra_include_paths=[str(csrc)], build_directory=str(cache), verbose=False)  # fmt: skip
+        sources, inc = [str(s) for s in sources], [str(csrc)]
+        return load("_torchrl", sources, extra_include_paths=inc, build_directory=str(cache))
     except Exception as exc:
         raise PeerUnavailable(f"building torchrl's segment tree from {csrc} failed: {exc}") from exc
 
 
 def prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any:
     """TorchRL's ``PrioritizedSampler`` with its C++ sum/min trees."""
-    torchrl = require("torchrl", "`pip install torchrl` to compare against it")
+    torchrl = require(*TorchRL.requires)
     prio = importlib.import_module("torchrl.data.replay_buffers.samplers.prioritized")
     if prio.SumSegmentTreeFp32 is None:
         ext = _build_extension(Path(torchrl.__file__).parent)
-        for name in (
-            "SumSegmentTreeFp32",
-            "MinSegmentTreeFp32",
-            "SumSegmentTreeFp64",
-            "MinSegmentTreeFp64",
-        ):
+        for name in (f"{kind}SegmentTreeFp{bits}" for kind in ("Sum", "Min") for bits in (32, 64)):
             setattr(prio, name, getattr(ext, name))
     return prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
 
@@ -52,13 +48,7 @@ def prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any:
 class TorchRL(BasePeer):
     name, label, colour = "torchrl", "TorchRL", "#8e44ad"
     measurements = frozenset({"replay"})
-
-    def unavailable(self) -> str | None:
-        try:
-            require("torchrl", "`pip install torchrl` to compare against it")
-        except PeerUnavailable as exc:
-            return str(exc)
-        return None
+    requires = ("torchrl", "`pip install torchrl` to compare against it")
 
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
         """``run()`` draws ``batch`` and writes their priorities, ``iters`` times."""
@@ -70,13 +60,11 @@ class TorchRL(BasePeer):
         storage.set(torch.arange(capacity), torch.zeros(capacity, 1))
         sampler.update_priority(torch.arange(capacity), torch.rand(capacity) * 5 + 1e-3)
 
-        def run() -> int:
-            for _ in range(iters):
-                idx, _info = sampler.sample(storage, batch)
-                sampler.update_priority(idx, torch.rand(batch))
-            return iters
+        def step() -> None:
+            idx, _info = sampler.sample(storage, batch)
+            sampler.update_priority(idx, torch.rand(batch))
 
-        return run
+        return repeat(step, iters)
 
 
 PEER = TorchRL()

@@ -1,0 +1,127 @@
+"""The child processes the bench starts: a thread budget, JSON lines back, a sure stop.
+
+Race contenders, contention conditions and peers under their own interpreter all run as
+children, so their library state (OpenMP wait policy, torch threads, pinned versions) is
+their own. A child answers with JSON lines on stdout; everything else it writes goes to its
+log. :func:`stop` never leaves one running: SIGINT first (rlamd checkpoints), then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Child", "stop", "thread_env"]
+
+
+def thread_env(threads: int | str | None, env: dict[str, str] | None = None) -> dict[str, str]:
+    """``env`` (default: this process's) with OpenMP and MKL held to ``threads``."""
+    env = dict(os.environ if env is None else env)
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    return env
+
+
+def stop(proc: subprocess.Popen, grace: float, group: bool = False) -> None:
+    """SIGINT to ``proc`` (its process group with ``group``), SIGKILL after ``grace`` s."""
+    for sig, wait in ((signal.SIGCONT, 0.0), (signal.SIGINT, grace), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class Child:
+    """``cmd`` with its JSON stdout lines queued as (monotonic time, dict) by a thread.
+
+    ``group``: its own process group (so :meth:`signal` reaches its workers too); else it
+    stays in the caller's, where a race's signal to the group reaches it.
+    """
+
+    def __init__(
+        self,
+        cmd: list[str],
+        log: Path | None = None,
+        *,
+        group: bool = False,
+        stdin: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.log_path = log or Path(tempfile.mkstemp(prefix="rlamd-child-", suffix=".log")[1])
+        self.log = open(self.log_path, "w", encoding="utf-8", buffering=1)
+        pipe = subprocess.PIPE
+        self.proc = subprocess.Popen(
+            cmd,
+            stdin=pipe if stdin else None,
+            stdout=pipe,
+            stderr=self.log,
+            text=True,
+            env=env,
+            start_new_session=group,
+        )
+        self.group, self.lines = group, queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                got = json.loads(line) if line.startswith("{") else None
+            except ValueError:
+                got = None
+            if isinstance(got, dict):
+                self.lines.put((time.monotonic(), got))
+            else:
+                self.log.write(line)
+        self.lines.put(None)  # the child closed its stdout: it ended
+
+    def ask(self, command: str | None, timeout: float) -> dict[str, Any]:
+        """Send ``command`` (a line), return its next JSON line; RuntimeError, with the last
+        line of its log, when none comes in ``timeout`` seconds or it ends."""
+        if command is not None:
+            self.proc.stdin.write(command + "\n")
+            self.proc.stdin.flush()
+        try:
+            got = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            got = None
+        if got is None:
+            self.close()
+            tail = self.log_path.read_text(encoding="utf-8", errors="replace").strip()
+            last = (tail.splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"child failed (exit {self.proc.returncode}): {last}")
+        return got[1]
+
+    def drain(self) -> list[tuple[float, dict[str, Any]]]:
+        """Every JSON line that came since the last call."""
+        out = []
+        while True:
+            try:
+                got = self.lines.get_nowait()
+            except queue.Empty:
+                return out
+            if got is not None:
+                out.append(got)
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig) if self.group else self.proc.send_signal(sig)
+        except ProcessLookupError:
+            pass
+
+    def close(self, grace: float = 60.0) -> None:
+        if self.proc.poll() is None:
+            stop(self.proc, grace, self.group)
+        self.log.close()
