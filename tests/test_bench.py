@@ -55,6 +55,7 @@ def test_results_json_schema(tmp_path, capsys):
         assert (tmp_path / chart.rsplit("/", 1)[-1]).stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_missing_peer_is_skipped_with_a_note(monkeypatch):
     import rlamd.bench.dqn as dqn_bench
 

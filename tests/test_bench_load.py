@@ -120,6 +120,7 @@ def test_gpu_readers_parse_each_tool_and_skip_silently(monkeypatch):
     assert load.gpu_utilisation(0) is None
 
 
+@pytest.mark.slow
 def test_a_bench_beside_a_busy_process_says_so(tmp_path):
     """The neighbour is not the bench's child, so its CPU time is other processes' load."""
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
