@@ -80,6 +80,7 @@ def test_hip_on_a_machine_without_gpu_points_to_doctor(tmp_path, capsys):
     assert "rlamd.doctor" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_breakout_smoke_sigint_resume_evaluate(tmp_path):
     args = [
         "rlamd.train",
