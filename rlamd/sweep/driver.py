@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.util
+import itertools
 import json
 import os
 import sys
@@ -328,11 +329,9 @@ def _moved_here(plan_: Plan, path: Path) -> None:
             f"state for that folder, so it resumes only there: move it back, then "
             f"python -m rlamd.sweep --resume {made}"
         )
-    tune_dir, n = path / TUNE_DIR, 1
-    while tune_dir.exists() and (path / f"{TUNE_DIR}.moved-{n}").exists():
-        n += 1
-    if tune_dir.exists():
-        tune_dir.rename(path / f"{TUNE_DIR}.moved-{n}")
+    if (path / TUNE_DIR).exists():
+        n = next(i for i in itertools.count(1) if not (path / f"{TUNE_DIR}.moved-{i}").exists())
+        (path / TUNE_DIR).rename(path / f"{TUNE_DIR}.moved-{n}")
     plan_.job["sweep_dir"] = str(path.resolve())
     write_text_atomic(path / SPEC, json.dumps(asdict(plan_), indent=1) + "\n")
     print(f"rlamd: this sweep was made in {made}; it goes on here", flush=True)

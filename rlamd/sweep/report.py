@@ -15,7 +15,6 @@ DIR`` works at any time, during the sweep too, and on a machine without Ray. It 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from rlamd.storage import write_text_atomic
 
 from .plan import load_plan
 from .stats import Interval, summarize
-from .trial import RECORD, read_record
+from .trial import read_record, save_record
 
 __all__ = ["Group", "best_toml", "groups", "table", "write_report"]
 
@@ -85,7 +84,7 @@ def mark_stopped_early(sweep_dir: Path, scheduler: str) -> int:
         record = read_record(run_dir)
         if record and record.get("status") not in ("done", "failed", "stopped early"):
             record.update(status="stopped early", stopped_by=scheduler)
-            write_text_atomic(run_dir / RECORD, json.dumps(record, indent=1) + "\n")
+            save_record(run_dir, record)
             marked += 1
     return marked
 

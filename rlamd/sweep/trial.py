@@ -274,7 +274,7 @@ def _stop(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _save(run_dir: Path, record: dict[str, Any]) -> None:
+def save_record(run_dir: Path, record: dict[str, Any]) -> None:
     if run_dir.is_dir():
         write_text_atomic(run_dir / RECORD, json.dumps(record, indent=1) + "\n")
 
@@ -299,7 +299,7 @@ def _watch(proc, watch, record, run_dir, tune_calls) -> None:
         m = watch.metrics()
         _append_progress(run_dir, m)
         record.update(status="running", env_steps=m["env_steps"], wall_s=round(m["wall_s"], 3))
-        _save(run_dir, record)
+        save_record(run_dir, record)
         if watch.new_checkpoint():
             _report_with_pointer(report, checkpoint_cls, run_dir, m)
         else:
@@ -343,7 +343,7 @@ def run_trial(config: dict[str, Any]) -> None:
         _stop(proc)
         watch.poll()
         record.update(status="stopped", env_steps=watch.step, wall_s=round(watch.wall(), 3))
-        _save(run_dir, record)
+        save_record(run_dir, record)
         raise
     finally:
         _stop(proc)
@@ -352,7 +352,7 @@ def run_trial(config: dict[str, Any]) -> None:
     if proc.returncode != 0:
         lines = last_lines(log_path(run_dir))
         record.update(status="failed", error=lines)
-        _save(run_dir, record)
+        save_record(run_dir, record)
         raise TrialFailed(
             f"{run_dir.name} exited with status {proc.returncode}; the last lines of "
             f"{log_path(run_dir)}:\n" + "\n".join(lines)
@@ -360,7 +360,7 @@ def run_trial(config: dict[str, Any]) -> None:
     final = _final_eval(run_dir)
     record.update(status="done", final={k: final[k] for k in ("mean", "std", "step", "scores")})
     record["env_steps"] = int(final["step"])
-    _save(run_dir, record)
+    save_record(run_dir, record)
     m = {**watch.metrics(), "env_steps": int(final["step"]), "eval_score": final["mean"]}
     if m["score"] is None:
         m["score"] = final["mean"]
