@@ -213,7 +213,7 @@ def test_a_real_race_on_cartpole(tmp_path):
     out = tmp_path / "race"
     assert (
         race.main(
-            ["cartpole", "--target", "60", "--algo", "dqn", "--minutes", "4", "--out", str(out)]
+            ["cartpole", "--target", "60", "--algo", "dqn", "--minutes", "2", "--out", str(out)]
         )
         == 0
     )

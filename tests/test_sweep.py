@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -187,9 +191,6 @@ def test_resume_refuses_new_settings_and_a_folder_that_is_no_sweep(tmp_path, cap
 
 
 def test_the_cli_explains_itself_and_import_rlamd_stays_light():
-    import subprocess
-    import sys
-
     out = subprocess.run(
         [sys.executable, "-m", "rlamd.sweep", "--help"], capture_output=True, text=True
     )
@@ -225,7 +226,59 @@ def test_a_sweep_joins_ray_address_or_starts_its_own_ray(
     err = capsys.readouterr().err
     assert status == 2 and "Ray did not start: no Ray in this test" in err
     assert f"python -m rlamd.sweep --resume {tmp_path / 's'}" in err
-    assert [kw["address"] for kw in asked] == [None if ray_address else "local"]
+    assert [kw.get("address") for kw in asked] == [None if ray_address else "local"]
+
+
+class _SlowRay:
+    """A Ray whose first start times out as Ray's does on a busy machine."""
+
+    def __init__(self, fails: int) -> None:
+        self.fails, self.calls = fails, []
+
+    def init(self, **kw):
+        self.calls.append(("init", kw))
+        if sum(c[0] == "init" for c in self.calls) <= self.fails:
+            raise Exception("The current node timed out during startup. This could happen ...")
+
+    def shutdown(self):
+        self.calls.append(("shutdown", {}))
+
+
+def test_a_ray_start_that_timed_out_ends_what_it_left_and_tries_once_more(tmp_path):
+    from rlamd.distributed.local import own_ray_processes, start_local
+
+    program = tmp_path / "ray" / "core" / "raylet.py"  # stands for Ray's raylet
+    program.parent.mkdir(parents=True)
+    program.write_text("import time\ntime.sleep(120)\n")
+    left = subprocess.Popen([sys.executable, str(program)])
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        deadline = time.monotonic() + 10
+        while left.pid not in own_ray_processes() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the child has exec'd its program
+        assert left.pid in own_ray_processes() and other.pid not in own_ray_processes()
+        fake = _SlowRay(fails=1)
+        start_local(fake, num_cpus=2)
+        assert [c[0] for c in fake.calls] == ["init", "shutdown", "init"]
+        assert fake.calls[-1][1] == {"address": "local", "num_cpus": 2}
+        assert left.wait(timeout=10) == -signal.SIGKILL  # the failed start's leftovers
+        assert other.poll() is None  # not Ray's: left alone
+    finally:
+        for p in (left, other):
+            p.kill()
+            p.wait()
+    with pytest.raises(Exception, match="timed out during startup"):
+        start_local(_SlowRay(fails=2))  # twice: the error, as Ray gave it
+
+    class NoRay(_SlowRay):
+        def init(self, **kw):
+            self.calls.append(("init", kw))
+            raise RuntimeError("no Ray")
+
+    refused = NoRay(0)
+    with pytest.raises(RuntimeError, match="no Ray"):
+        start_local(refused)
+    assert len(refused.calls) == 1  # any other error: no second try
 
 
 def test_trials_an_early_stopping_scheduler_ended_are_reported_as_stopped_early(tmp_path):

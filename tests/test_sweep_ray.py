@@ -130,6 +130,28 @@ def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
     ]
 
 
+@pytest.mark.parametrize("steps", [2048, 1024])
+def test_asha_never_stops_a_trial_at_its_last_step(steps):
+    """Its last report comes while the run evaluates: a stop there would leave a finished
+    trial without its result (ASHA's rungs of 256 x 4^k would put one at 1,024)."""
+    from ray.tune.experiment import Trial
+
+    from rlamd.sweep.driver import scheduler
+    from rlamd.sweep.plan import Plan
+
+    asha = scheduler(Plan(job={}, scheduler="asha", grace_steps=256, steps=steps))
+    asha.set_search_properties("score", "max")
+    trials = [Trial("__fake", trial_id=f"t{i}", stub=True) for i in range(3)]
+    for t in trials:
+        asha.on_trial_add(None, t)
+    good, bad, last = trials
+    assert asha.on_trial_result(None, good, {"env_steps": 256, "score": 50.0}) == "CONTINUE"
+    assert asha.on_trial_result(None, bad, {"env_steps": 256, "score": 10.0}) == "STOP"
+    assert asha.on_trial_result(None, last, {"env_steps": 256, "score": 60.0}) == "CONTINUE"
+    for t, score in ((good, 40.0), (last, 90.0), (good, 30.0)):  # the end, worse than last
+        assert asha.on_trial_result(None, t, {"env_steps": steps, "score": score}) == "CONTINUE"
+
+
 def test_optuna_draws_and_asha_stops_the_worst_trials_early(tmp_path):
     """Optuna's sampler through Tune suggests the values; ASHA ends trials at its rungs and
     the report says which (``bash scripts/setup.sh --dev --ray --tune`` brings Optuna)."""

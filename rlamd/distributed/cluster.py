@@ -10,6 +10,7 @@ from ray.util.placement_group import remove_placement_group
 
 from rlamd.config import ConfigError
 
+from .local import start_local
 from .plan import ClusterFitError, fmt_resources
 
 __all__ = ["alive_nodes", "connect", "nodes", "wait_placed", "where"]
@@ -60,7 +61,7 @@ def connect(address: str | None, needed_cpus: float, log) -> str:
             pass
     cores = os.cpu_count() or 1
     cpus = max(cores, int(needed_cpus + 0.999))
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=True)
+    start_local(ray, num_cpus=cpus, include_dashboard=False, log_to_driver=True)
     note = f" (more than this machine's {cores} cores: actors share them)" if cpus > cores else ""
     log(f"rlamd: started a local Ray cluster with {cpus} CPUs{note}")
     return "local"

@@ -217,18 +217,11 @@ def _tuner(tune, plan_: Plan, sweep_dir: Path, verbose: int):
     if path.is_dir() and tune.Tuner.can_restore(str(path)):
         return tune.Tuner.restore(str(path), trainable, resume_unfinished=True, resume_errored=True)
     space, searcher, num_samples = _space(tune, plan_)
-    scheduler = None
-    if plan_.scheduler == "asha":
-        from ray.tune.schedulers import ASHAScheduler
-
-        scheduler = ASHAScheduler(
-            time_attr="env_steps", max_t=plan_.steps, grace_period=plan_.grace_steps
-        )
     tune_config = tune.TuneConfig(
         metric=plan_.metric,
         mode=plan_.mode,
         search_alg=searcher,
-        scheduler=scheduler,
+        scheduler=scheduler(plan_),
         num_samples=num_samples,
         max_concurrent_trials=plan_.max_concurrent,
         trial_name_creator=lambda t: trial_name(t.config),
@@ -242,6 +235,23 @@ def _tuner(tune, plan_: Plan, sweep_dir: Path, verbose: int):
     )
 
 
+def scheduler(plan_: Plan):
+    """ASHA for ``--scheduler asha`` (None otherwise). A trial ends itself at ``--steps``,
+    after its final evaluation: ASHA's rungs lie below that step (``max_t`` one short of
+    it) and ASHA does not stop a trial for reaching ``max_t``, which would race with that
+    evaluation and leave a finished trial without its result."""
+    if plan_.scheduler != "asha":
+        return None
+    from ray.tune.schedulers import ASHAScheduler
+
+    return ASHAScheduler(
+        time_attr="env_steps",
+        max_t=max(plan_.grace_steps, plan_.steps - 1),
+        grace_period=plan_.grace_steps,
+        stop_last_trials=False,
+    )
+
+
 def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
     """Run the trials; then the report. Returns 0, 1 (a trial failed) or 130."""
     ray, tune = _ray()
@@ -250,13 +260,13 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
         try:
             # RAY_ADDRESS (a `ray job submit` job): that cluster. Otherwise a Ray of its own,
             # never one that happens to run on this node (another user's, a killed sweep's).
-            address = None if os.environ.get("RAY_ADDRESS") else "local"
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                configure_logging=False,
-                log_to_driver=verbose > 1,
-            )
+            kwargs = {"include_dashboard": False, "configure_logging": False}
+            if os.environ.get("RAY_ADDRESS"):
+                ray.init(log_to_driver=verbose > 1, **kwargs)
+            else:
+                from rlamd.distributed.local import start_local
+
+                start_local(ray, log_to_driver=verbose > 1, **kwargs)
         except Exception as exc:  # a local Ray that could not start (an overloaded machine)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SweepError(

@@ -241,9 +241,9 @@ def test_learner_death_keeps_the_checkpoint_and_the_run_resumes(tmp_path, capsys
         "cartpole",
         "--ray",
         "--steps",
-        "12000",
+        "6000",
         "--checkpoint-every",
-        "2000",
+        "1000",
         "--eval-every",
         "0",
         "--logdir",
@@ -276,7 +276,7 @@ def test_learner_death_keeps_the_checkpoint_and_the_run_resumes(tmp_path, capsys
         assert status == 0
         assert "restarting (1 of --max-failures 1)" in err
     state = torch.load(tmp_path / "r" / "checkpoint.pt", weights_only=True)
-    assert state["step"] >= 12_000
+    assert state["step"] >= 6_000
 
 
 def test_rollout_actors_take_their_threads_from_their_ray_cpus():
