@@ -11,13 +11,21 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 __all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
@@ -37,22 +45,37 @@ def nearest(what: str, name: str, accepted: list[str] | tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class Recipe:
-    """One peer's settings for one env family or task and one algorithm."""
+    """One peer's settings for one env family or task and one algorithm: ``steps`` is the
+    run's length (its schedules are laid over it), ``kwargs`` its settings as the source
+    writes them, ``tag`` what the race table says of them (``own defaults`` ...)."""
 
     n_envs: int
     steps: int
-    """The run's length in env steps (the recipe's schedules are laid over it)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Constructor settings, as the source writes them (``lin_X``: linear schedules)."""
     source: str = ""
     tag: str = "tuned recipe"
-    """What the race table says of them: ``tuned recipe``, ``own defaults`` ..."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_envs": self.n_envs, "steps": self.steps, **self.kwargs} | {
-            "source": self.source,
-            "tag": self.tag,
-        }
+        head = {"n_envs": self.n_envs, "steps": self.steps, **self.kwargs}
+        return head | {"source": self.source, "tag": self.tag}
+
+
+@cache
+def load_recipes(module: str) -> dict[tuple[str, str], Recipe]:
+    """The recipes in the TOML file beside ``module`` (``peers/NAME.toml``; none: {}):
+    ``[ENV.ALGO]`` tables (``atari``: every game) of ``n_envs`` (or ``n_envs_per_core``),
+    ``steps``, ``source``, ``tag`` and ``kwargs``."""
+    package, _, leaf = module.rpartition(".")
+    try:
+        doc = tomllib.loads((resources.files(package) / f"{leaf}.toml").read_text("utf-8"))
+    except (FileNotFoundError, ModuleNotFoundError, TypeError):
+        return {}
+    out = {}
+    for env, algos in doc.items():
+        for algo, r in algos.items():
+            n = r.get("n_envs") or r["n_envs_per_core"] * (os.cpu_count() or 1)
+            out[env, algo] = Recipe(n, r["steps"], r.get("kwargs", {}), r["source"], r["tag"])
+    return out
 
 
 def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe | None:
@@ -65,10 +88,10 @@ def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe 
 
 @dataclass(frozen=True)
 class PPOSettings:
-    """What rlamd's PPO throughput runs with, handed to every peer alike."""
+    """What rlamd's PPO throughput runs with, handed to every peer alike: ``family`` is
+    ``atari`` (Breakout, the Nature CNN) or ``classic`` (CartPole, 64x64 tanh MLPs)."""
 
     family: str
-    """``atari`` (Breakout, the Nature CNN) or ``classic`` (CartPole, 64x64 tanh MLPs)."""
     gym_id: str
     num_envs: int
     num_steps: int
@@ -89,15 +112,14 @@ class PPOSettings:
 
 @dataclass
 class Throughput:
-    """One peer's built contender: ``run()`` does some work and returns its env steps."""
+    """One peer's built contender: ``run()`` does some work and returns its env steps
+    (``per="rate"``, timed by the caller) or the rate it measured itself (``"self"``)."""
 
     label: str
     run: Callable[[], float]
     close: Callable[[], None]
     meta: dict[str, Any] = field(default_factory=dict)
     per: str = "rate"
-    """``rate``: ``run`` returns units of work, timed by the caller; ``self``: it returns
-    the rate it measured itself (a peer in another process)."""
 
 
 @runtime_checkable
@@ -140,16 +162,14 @@ def _refusal(what: str) -> Callable[..., Any]:
 
 class BasePeer:
     """Defaults for a peer: refusals for what it does not take part in, and a race run
-    from :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process."""
+    from its :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process. ``requires``:
+    (module it imports, how to install it); ``own_python``: it runs only under its own
+    interpreter (:func:`peer_python`)."""
 
     name = label = "peer"
     colour = "#7f8c8d"
     measurements: frozenset[str] = frozenset()
-    requires = ("", "")
-    """(module the peer imports, how to install it); ``""``: nothing to check."""
-    own_python = False
-    """True: it runs under its own interpreter (:func:`peer_python`), never in this one."""
-    recipes: ClassVar[dict[tuple[str, str], Recipe]] = {}
+    requires, own_python = ("", ""), False
     no_recipe = "no recipe for {env} / {algo}"
     dqn_side, ppo, replay = _refusal("dqn"), _refusal("ppo"), _refusal("replay")
     race_train, contention = _refusal("race"), _refusal("contention")
@@ -165,6 +185,11 @@ class BasePeer:
 
     def dqn_algorithm(self) -> dict[str, Any]:
         return {}
+
+    @property
+    def recipes(self) -> dict[tuple[str, str], Recipe]:
+        """Its race recipes: the TOML file beside its module (:func:`load_recipes`)."""
+        return load_recipes(type(self).__module__)
 
     def recipe(self, env: str, algo: str) -> Recipe:
         """Its recipe for ``env`` and ``algo``; PeerUnavailable saying there is none."""
@@ -219,9 +244,8 @@ def set_python(spec: str) -> None:
     """``NAME=PATH`` from ``--peer-python``: run peer NAME's processes with that interpreter."""
     name, sep, path = spec.partition("=")
     if not sep or not path:
-        raise ValueError(
-            f"--peer-python {spec!r}; accepted: NAME=PATH (e.g. NAME=/venv/bin/python)"
-        )
+        accepted = "accepted: NAME=PATH (e.g. NAME=/venv/bin/python)"
+        raise ValueError(f"--peer-python {spec!r}; {accepted}")
     get(name)
     if shutil.which(path) is None:
         raise ValueError(f"--peer-python {spec!r}: {path} is not an executable")
@@ -263,6 +287,5 @@ def require(module: str, extra: str, python: str | None = None) -> Any:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # ImportError, or a broken install raising anything
-        raise PeerUnavailable(
-            f"{module} not importable ({exc.__class__.__name__}: {exc}); {extra}"
-        ) from exc
+        why = f"{module} not importable ({exc.__class__.__name__}: {exc}); {extra}"
+        raise PeerUnavailable(why) from exc
