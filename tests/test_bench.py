@@ -215,10 +215,11 @@ def test_contention_suite_end_to_end_on_cartpole():
 
 def test_the_like_for_like_row_runs_sb3s_algorithm():
     """The 'SB3's algorithm' row must really drop PER, n-step, double Q and dueling."""
-    import rlamd.bench.dqn as dqn_bench
+    from rlamd.bench.common import rlamd_loop
     from rlamd.replay import PrioritizedSampler, UniformSampler
 
-    loop, agent = dqn_bench._loop(32, "fp32", torch.device("cpu"), 64, **get("sb3").dqn_algorithm())
+    train = {"env": "breakout", "num_envs": 1, "precision": "fp32", "device": "cpu"}
+    loop, agent = rlamd_loop(train, 64, batch_size=32, **get("sb3").dqn_algorithm())
     try:
         sampler = loop.buffer.sampler  # the replay's sampler is uniform, not prioritized
         assert isinstance(sampler, UniformSampler)

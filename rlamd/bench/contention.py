@@ -22,25 +22,18 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from .child import Child
-from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report
+from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report, rlamd_loop
 
 __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
 GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
 """The busy neighbour: one single-threaded process that never sleeps."""
-_THREAD_VARS = (
-    "OMP_WAIT_POLICY",
-    "KMP_BLOCKTIME",
-    "GOMP_SPINCOUNT",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "NUMBA_NUM_THREADS",
-)
+_THREAD_VARS = "OMP_WAIT_POLICY KMP_BLOCKTIME GOMP_SPINCOUNT OMP_NUM_THREADS MKL_NUM_THREADS"
+_THREAD_VARS += " NUMBA_NUM_THREADS"
 
 
 @contextmanager
@@ -64,12 +57,6 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         from .peer import get
 
         return (*get(mode).contention(algo, num_envs, warm), line)
-    from rlamd.agents.dqn import DQNConfig
-    from rlamd.algos import build_agent, get_algorithm
-    from rlamd.collector import Collector
-    from rlamd.config.sections import RunConfig, TrainConfig
-    from rlamd.envs import make_env
-
     threads = None
     if mode == "budget":
         from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
@@ -78,23 +65,8 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         apply_threads(plan)
         threads, watch = plan.env_threads, LoadWatch(plan)
         line = describe(plan).removeprefix("rlamd: ") + "; torch threads follow the load"
-    cpu, env = torch.device("cpu"), make_env(env_name, num_envs=num_envs, threads=threads)
-    train = TrainConfig(
-        env=env_name,
-        algo=algo,
-        num_envs=num_envs,
-        device="cpu",
-        precision="fp32",
-        steps=10**7,
-        threads=threads,
-    )
-    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
-    collector = Collector(env, cpu, seed=0)
-    loop = get_algorithm(algo).local_loop(
-        cfg, collector, build_agent(cfg, cpu, env), 0, lambda _: None
-    )
-    while loop.step < warm and algo == "dqn":
-        loop.iterate()
+    train = {"env": env_name, "algo": algo, "num_envs": num_envs, "threads": threads}
+    loop, _ = rlamd_loop(train | {"device": "cpu", "precision": "fp32"}, warm)
 
     def iterate() -> int:
         if mode == "budget":
@@ -103,7 +75,7 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         loop.iterate()
         return loop.step - before
 
-    return iterate, collector.close, line
+    return iterate, loop.collector.close, line
 
 
 def _window(iterate, seconds: float) -> float:
@@ -140,7 +112,7 @@ class _Child:
     """One condition's child process, built once and asked for a window at a time."""
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
+        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS.split()}
         if mode == "budget":
             from rlamd.threads import OPENMP_ENV
 
@@ -178,20 +150,13 @@ def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
 
         return run
 
+    meta = {"algo": algo, "seconds": window, "env": env_name, "cores": cores_available()}
     contenders = [
         Contender(
             f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
             "env steps/s",
             once(mode, busy),
-            {
-                "algo": algo,
-                "mode": mode,
-                "neighbour": busy,
-                "threads": child.threads,
-                "seconds": window,
-                "env": env_name,
-                "cores": cores_available(),
-            },
+            meta | {"mode": mode, "neighbour": busy, "threads": child.threads},
         )
         for mode, child in children.items()
         for busy in (False, True)
@@ -211,7 +176,6 @@ def run_contention_suite(
     """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
     and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone per
     round (median, and ``ratio_range``). Peers play Breakout only."""
-
     notes = [] if notes is None else notes
     names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
     for peer, _ in each_peer("contention", peers, notes, lambda p: p):
@@ -234,17 +198,9 @@ def run_contention_suite(
                 child.close()
         figures += got
         for alone, busy in zip(got[::2], got[1::2], strict=True):
-            r = ratio(busy, alone, "ratio")
-            rows.append(
-                (
-                    algo,
-                    names[busy.meta["mode"]],
-                    f"{alone.median:,.0f}",
-                    f"{busy.median:,.0f}",
-                    r.cell(),
-                    alone.meta["threads"],
-                )
-            )
+            r, who = ratio(busy, alone, "ratio"), names[busy.meta["mode"]]
+            cells = (f"{alone.median:,.0f}", f"{busy.median:,.0f}", r.cell(), alone.meta["threads"])
+            rows.append((algo, who, *cells))
     _report(figures, rows, algos, env_name, seconds, repeats)
     return figures
 

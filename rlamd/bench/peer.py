@@ -61,14 +61,19 @@ class Recipe:
 
 
 @cache
+def load_toml(package: str, name: str) -> dict[str, Any]:
+    """The bench's data file ``NAME.toml`` in ``package`` (shipped as package data)."""
+    return tomllib.loads((resources.files(package) / f"{name}.toml").read_text("utf-8"))
+
+
+@cache
 def load_recipes(module: str) -> dict[tuple[str, str], Recipe]:
     """The recipes in the TOML file beside ``module`` (``peers/NAME.toml``; none: {}):
     ``[ENV.ALGO]`` tables (``atari``: every game) of ``n_envs`` (or ``n_envs_per_core``),
     ``steps``, ``source``, ``tag`` and ``kwargs``."""
-    package, _, leaf = module.rpartition(".")
     try:
-        doc = tomllib.loads((resources.files(package) / f"{leaf}.toml").read_text("utf-8"))
-    except (FileNotFoundError, ModuleNotFoundError, TypeError):
+        doc = load_toml(*module.rsplit(".", 1))
+    except (FileNotFoundError, ModuleNotFoundError, TypeError):  # no file, or no package
         return {}
     out = {}
     for env, algos in doc.items():
