@@ -33,9 +33,8 @@ def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]
     if started:
         ray.init(address="local", num_cpus=4, include_dashboard=False, log_to_driver=False)
     gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
-    sections = RunConfig.from_dict(
-        {"train": {"env": "cartpole", "device": "auto" if gpus else "cpu"}}
-    )
+    train = {"env": "cartpole", "device": "auto" if gpus else "cpu"}
+    sections = RunConfig.from_dict({"train": train})
     spec, options = "cuda" if gpus else "cpu", {"num_cpus": 1, "num_gpus": gpus}
     learners = [_RayLearner.options(**options).remote(sections, r, 2, spec, 2) for r in range(2)]
     try:
@@ -50,20 +49,16 @@ def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]
     return results, "nccl" if devices[0].startswith("cuda") else "gloo"
 
 
-def run_allreduce_suite(
-    max_bytes: int = 256 * 2**20, iters: int = 10, notes: list[str] | None = None
-):
+def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list | None = None):
     """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
     world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
     try:
         import ray
     except ImportError:
         ray = None
+    where = "two Ray learner actors" if ray is not None else "two processes"
     if ray is not None:
-        (results, backend), where = (
-            _between_ray_learners(ray, sizes, iters),
-            "two Ray learner actors",
-        )
+        results, backend = _between_ray_learners(ray, sizes, iters)
     else:
         from rlamd.distributed.sync import run_group
 
@@ -72,27 +67,15 @@ def run_allreduce_suite(
                 "allreduce: Ray not installed, measured between two local processes "
                 "(gloo) instead of two Ray learners"
             )
-        results, backend, where = (
-            run_group(_member, world, sizes, iters)[0],
-            "gloo",
-            "two processes",
-        )
+        results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
     figures, rows, factor = [], [], 2 * (world - 1) / world
     for nbytes, times in results:
         t = statistics.median(times)
         algbw = nbytes / t / 1e9
-        figures.append(
-            Figure.of(
-                f"allreduce/{backend}/{nbytes}B",
-                "GB/s busbw",
-                [nbytes / x / 1e9 * factor for x in times],
-                bytes=nbytes,
-                time_us=t * 1e6,
-                algbw=algbw,
-                ranks=world,
-                between=where,
-            )
-        )
+        busbw = [nbytes / x / 1e9 * factor for x in times]
+        meta = {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw}
+        meta |= {"ranks": world, "between": where}
+        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, **meta))
         rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
     head = f"allreduce: {world} ranks ({where}), {name}, float32, median of {iters}"

@@ -25,39 +25,18 @@ def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, re
         ("device->host", host, dev_a),
         ("device->device", dev_b, dev_a),
     ):
-        copy = repeat(
-            lambda dst=dst, src=src: dst.copy_(src, non_blocking=True), 5, 5 * n * 4 / 1e9
-        )
-        figures.append(
-            measure(
-                f"device/bandwidth/{name}",
-                "GB/s",
-                copy,
-                repeats=repeats,
-                device=device,
-                bytes=n * 4,
-            )
-        )
+        copy = repeat(lambda d=dst, s=src: d.copy_(s, non_blocking=True), 5, 5 * n * 4 / 1e9)
+        opts = {"repeats": repeats, "device": device, "bytes": n * 4}
+        figures.append(measure(f"device/bandwidth/{name}", "GB/s", copy, **opts))
     size = (2048 if quick else 4096) if gpu else (1024 if quick else 2048)
     reps = 20 if gpu else 3
-    for label, dtype in (
-        ("fp32", torch.float32),
-        ("bf16", torch.bfloat16),
-        ("fp16", torch.float16),
-    ):
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    for label, dtype in dtypes.items():
         if gpu or label != "fp16":
             a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
             mm = repeat(lambda a=a, b=b: torch.mm(a, b), reps, reps * 2 * size**3 / 1e12)
-            figures.append(
-                measure(
-                    f"device/matmul/{label}",
-                    "TFLOP/s",
-                    mm,
-                    repeats=repeats,
-                    device=device,
-                    size=size,
-                )
-            )
+            opts = {"repeats": repeats, "device": device, "size": size}
+            figures.append(measure(f"device/matmul/{label}", "TFLOP/s", mm, **opts))
     rows = [(f.name.removeprefix("device/"), f"{f.median:,.3f}", f.unit) for f in figures]
     report(f"device: {device} (median of {repeats})", rows, ("figure", "median", "unit"))
     return figures

@@ -21,17 +21,9 @@ def raw_env(game: str, n: int):
     from rlamd.envs import AtariConfig
 
     cfg = AtariConfig()
-    return AtariVectorEnv(
-        game,
-        n,
-        num_threads=0,
-        autoreset_mode="SameStep",
-        noop_max=cfg.noop_max,
-        frameskip=cfg.frame_skip,
-        stack_num=cfg.frame_stack,
-        reward_clipping=False,
-        episodic_life=False,
-    )
+    opts = {"noop_max": cfg.noop_max, "frameskip": cfg.frame_skip, "stack_num": cfg.frame_stack}
+    opts |= {"num_threads": 0, "autoreset_mode": "SameStep"}
+    return AtariVectorEnv(game, n, reward_clipping=False, episodic_life=False, **opts)
 
 
 def stepping(env, actions: list, work: int):
@@ -58,10 +50,8 @@ def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") ->
         contenders = []
         for who, env in envs.items():
             env.reset(seed=0)
-            run = stepping(env, actions, steps * n)
-            contenders.append(
-                Contender(f"env/{who}/{n}", "env steps/s", timed(run), {"num_envs": n})
-            )
+            run = timed(stepping(env, actions, steps * n))
+            contenders.append(Contender(f"env/{who}/{n}", "env steps/s", run, {"num_envs": n}))
         raw, ours = interleave(contenders, repeats=repeats)
         r = ratio(ours, raw, "ratio_to_raw")
         figures += [raw, ours]

@@ -45,22 +45,10 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
     from rlamd.engine import LocalEngine
 
     env = "breakout" if s.family == "atari" else "cartpole"
-    train = {
-        "env": env,
-        "algo": "ppo",
-        "num_envs": s.num_envs,
-        "device": str(device),
-        "precision": precision,
-        "steps": 10**9,
-    }
-    sets = {
-        "num_steps": s.num_steps,
-        "num_minibatches": s.minibatches,
-        "update_epochs": s.epochs,
-        "lr": s.lr,
-        "clip_coef": s.clip,
-        "ent_coef": s.ent_coef,
-    }
+    train = {"env": env, "algo": "ppo", "num_envs": s.num_envs, "device": str(device)}
+    train |= {"precision": precision, "steps": 10**9}
+    sets = {"num_steps": s.num_steps, "num_minibatches": s.minibatches, "lr": s.lr}
+    sets |= {"update_epochs": s.epochs, "clip_coef": s.clip, "ent_coef": s.ent_coef}
     cfg = resolve({"train": train}, sets=[f"ppo.{k}={v}" for k, v in sets.items()])
     engine = LocalEngine(cfg, 0, None, log=lambda _line: None)
     mode = engine.agent.precision.mode
@@ -82,24 +70,16 @@ def _raw(n: int):
     return "raw AtariVectorEnv (no learning)", c, raw.close, None
 
 
-def _peer(suite: str, s: PPOSettings, device, peer, t):
-    c = Contender(
-        f"{suite}/{peer.name}_fp32/{s.num_envs}envs",
-        UNIT,
-        timed(t.run, device=device, per=t.per),
-        t.meta,
-    )
-    return t.label, c, t.close, peer
-
-
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
     built = []
     try:
         built += [
             _rlamd(s, p, device, iters, suite) for p in distinct_precisions(precisions, device)
         ]
-        got = each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters))
-        built += [_peer(suite, s, device, p, t) for p, t in got]
+        for p, t in each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
+            run = timed(t.run, device=device, per=t.per)
+            c = Contender(f"{suite}/{p.name}_fp32/{s.num_envs}envs", UNIT, run, t.meta)
+            built.append((t.label, c, t.close, p))
         if s.family == "atari":
             built.append(_raw(s.num_envs))
         figures = interleave([c for _, c, _, _ in built], repeats=repeats)

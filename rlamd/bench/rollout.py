@@ -22,7 +22,7 @@ __all__ = ["run_rollout_suite"]
 
 ENCODINGS = ("stacks", "frames")
 GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
-"""Breakout; 1, 2 and 4 actors (4 share 2 cores on the development machine); 4 envs each;
+"""Breakout; 1, 2 and 4 actors (4 share the development machine's 2 cores); 4 envs each;
 chunks of 32 steps."""
 
 
@@ -48,17 +48,9 @@ def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
                     local.collect(None, 0, CHUNK)
                 return rounds * CHUNK * ENVS
 
-            figures.append(
-                measure(
-                    f"rollout/{enc}/in_process/{ENVS}envs",
-                    "env steps/s",
-                    run,
-                    repeats=repeats,
-                    actors=0,
-                    envs_per_worker=ENVS,
-                    encoding=enc,
-                )
-            )
+            meta = {"actors": 0, "envs_per_worker": ENVS, "encoding": enc}
+            name = f"rollout/{enc}/in_process/{ENVS}envs"
+            figures.append(measure(name, "env steps/s", run, repeats=repeats, **meta))
             local.close()
     finally:
         torch.set_num_threads(threads)
@@ -83,17 +75,9 @@ def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
                 ray.get(refs)
                 return len(refs) * CHUNK * ENVS
 
-            figures.append(
-                measure(
-                    f"rollout/{enc}/ray/{n}actors",
-                    "env steps/s",
-                    run,
-                    repeats=repeats,
-                    actors=n,
-                    encoding=enc,
-                    envs_per_worker=ENVS,
-                )
-            )
+            meta = {"actors": n, "encoding": enc, "envs_per_worker": ENVS}
+            name = f"rollout/{enc}/ray/{n}actors"
+            figures.append(measure(name, "env steps/s", run, repeats=repeats, **meta))
             for w in workers:
                 ray.kill(w)
             time.sleep(0.5)
@@ -144,9 +128,8 @@ def _table(figures: list[Figure], actors: tuple[int, ...], repeats: int) -> None
             for f in (a, b):
                 f.meta["ratio_to_in_process_stacks"] = f.median / base
         first = "-" if a.unit == "bytes" else f"{base:,.0f}"
-        rows.append(
-            (label, first, f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
-        )
+        cells = (f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
+        rows.append((label, first, *cells))
     head = f"rollout: {GAME}, DQN acting + priorities, chunks of {CHUNK} steps, stacks vs frames "
     head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
     report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
