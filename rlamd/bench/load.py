@@ -24,10 +24,9 @@ from typing import Any
 
 __all__ = ["BUSY_CORES", "CpuSampler", "LoadMonitor", "LoadReport", "gpu_utilisation", "runnable"]
 
-BUSY_CORES = 0.25
-"""Other processes using more than this many cores on average make the machine busy."""
-BUSY_GPU_PERCENT = 25.0
-"""A GPU more than this % utilised before the timing (by others) makes the machine busy."""
+BUSY_CORES, BUSY_GPU_PERCENT = 0.25, 25.0
+"""The machine is busy when other processes use more cores than this on average, or the
+GPU is more than this % utilised before the timing (by others)."""
 
 _PROC = Path("/proc")
 
@@ -233,12 +232,7 @@ class LoadMonitor:
     """
 
     def __init__(
-        self,
-        before_s: float = 1.0,
-        interval: float = 0.5,
-        *,
-        gpu: int | None = None,
-        proc: Path = _PROC,
+        self, before_s: float = 1.0, interval: float = 0.5, *, gpu: int | None = None, proc=_PROC
     ) -> None:
         self.before_s, self.interval, self.gpu, self.proc = before_s, interval, gpu, proc
         self.report: LoadReport | None = None
@@ -276,17 +270,8 @@ class LoadMonitor:
         whole, last = self._whole.sample(), self._sampler.sample()
         if last is not None and (seconds >= self.interval / 2 or not self._during):
             self._during.append(last)
-        others = [o for o, _ in self._during]
-        self.report = LoadReport(
-            cores=self._sampler.cores,
-            before=None if self._before is None else self._before[0],
-            during=None if whole is None else whole[0],
-            peak=max(others, default=None),
-            own=None if whole is None else whole[1],
-            samples=len(self._during),
-            seconds=round(seconds, 2),
-            gpu_before=self._gpu_before,
-            gpu_during=_mean(self._gpu_during),
-            gpu_source=self._gpu_source,
-            runnable=_mean(self._runnable),
-        )
+        before, (during, own) = (self._before or [None])[0], whole or (None, None)
+        peak, n = max((o for o, _ in self._during), default=None), len(self._during)
+        gpu = (self._gpu_before, _mean(self._gpu_during), self._gpu_source)
+        cpu = (self._sampler.cores, before, during, peak, own, n, round(seconds, 2))
+        self.report = LoadReport(*cpu, *gpu, runnable=_mean(self._runnable))
