@@ -1,11 +1,9 @@
 """``python -m rlamd.bench [SUITE ...] [--device DEV] [--quick] [--out DIR]``.
 
-Measures rlamd on this machine, runs the registered peers that are installed in the same
-run, and writes a table per suite, ``results.json`` (machine, versions, every figure with
-median, min, max and repeats, the load other processes put on the machine during each
-suite) and a PNG chart per suite. rlamd and its peers are timed in interleaved rounds
-(at least 3) after warm-up; figures are medians and ratios are per round, with their
-range. ``python -m rlamd.bench race ENV --target SCORE`` races to a score (``race --help``).
+Measures rlamd and the installed peers on this machine, in interleaved rounds after warm-up
+(medians; ratios per round, with their range), and writes a table per suite, a chart per
+suite and ``results.json`` (machine, versions, every figure, the machine's other load).
+``python -m rlamd.bench race ENV --target SCORE`` races to a score (``race --help``).
 """
 
 from __future__ import annotations

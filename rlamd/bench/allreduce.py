@@ -1,11 +1,9 @@
 """Gradient all-reduce between two learners, like rccl-tests' ``all_reduce_perf``.
 
-With Ray installed, two rlamd learner actors form their torch.distributed group exactly as
-``--ray --num-learners 2`` does (``nccl``, RCCL on ROCm, when each gets a GPU; ``gloo`` on
-CPUs) and all-reduce float32 tensors from 8 B upwards, doubling; without Ray two local
-processes form a gloo group instead. Per size: time, algorithm bandwidth (size / time) and
-bus bandwidth (algbw x 2(n-1)/n, comparable across rank counts). For scale: the
-Nature-CNN DQN's gradients are 1.69M float32 = 6.7 MB per update.
+Two rlamd Ray learner actors form their group as ``--ray --num-learners 2`` does (``nccl``,
+RCCL on ROCm, when each gets a GPU; ``gloo`` on CPUs); without Ray two local processes form
+a gloo group. Per float32 size from 8 B, doubling: time, algbw (size / time) and busbw
+(algbw x 2(n-1)/n). For scale: the Nature-CNN DQN's gradients are 6.7 MB per update.
 """
 
 from __future__ import annotations

@@ -19,8 +19,7 @@ from .peer import Peer, PeerUnavailable, load_toml, peers
 
 __all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
 
-MIN_REPEATS = 3
-"""Timed repeats the command line gives every compared figure (interleaved A B A B ...)."""
+MIN_REPEATS = 3  # timed rounds the command line gives every compared figure
 
 
 def sync(device: torch.device | str | None) -> None:
@@ -139,12 +138,12 @@ class Ratio:
     high: float
     rounds: tuple[float, ...]
 
-    def text(self) -> str:
+    def text(self, x: str = "x") -> str:
         """``1.55x (1.40-1.62)``: the median ratio and the range over rounds."""
-        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
+        return f"{self.median:.2f}{x} ({self.low:.2f}-{self.high:.2f})"
 
     def cell(self) -> str:
-        return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f})"
+        return self.text("")
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
@@ -183,9 +182,8 @@ def peer_lines(base: Figure, peer_figs: list, what: str, head: str = "") -> list
     lines = []
     for peer, f in peer_figs:
         r = ratio(base, f, f"ratio_to_{peer.name}")
-        lines.append(
-            f"{head}{r.median:.2f}x {peer.label}'s {what} (rounds {r.low:.2f}-{r.high:.2f})"
-        )
+        rounds = f"rounds {r.low:.2f}-{r.high:.2f}"
+        lines.append(f"{head}{r.median:.2f}x {peer.label}'s {what} ({rounds})")
     return lines
 
 
@@ -316,13 +314,8 @@ def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10
     events, names = prof.events(), load_toml(__package__, "profiler")
     if not gpu:
         no_work = {f"aten::{n}" for n in names["no_work"]}
-        leaves = [
-            e
-            for e in events
-            if e.name.startswith("aten::")
-            and e.name not in no_work
-            and not any(c.name.startswith("aten::") for c in e.cpu_children)
-        ]
+        aten = [e for e in events if e.name.startswith("aten::") and e.name not in no_work]
+        leaves = [e for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)]
         return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
     on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
     kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]

@@ -1,15 +1,14 @@
 """PPO and DQN throughput alone and beside one busy single-threaded process.
 
 A second process on the machine (TensorBoard, an evaluation, another run) should cost rlamd
-about its share of the cores, not most of its throughput. Every figure is measured in a
-child interpreter (``python -m rlamd.bench.contention --serve ALGO MODE``), because the
-OpenMP wait policy is fixed when torch loads; each child is built once and measures a
-window when asked, and the parent interleaves the windows (every condition alone and beside
-the neighbour once per round). Conditions: ``rlamd (budget)``, the thread plan of
-:mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the same loop
-with the libraries' own defaults; every peer in the ``contention`` measurement. Workloads
-(Breakout, Nature CNN, CPU): PPO 8 envs x 128 steps, 4 epochs x 4 minibatches; DQN 8 envs,
-batch 32, one update per 4 env steps, prioritized replay, after a short warm-up fill.
+about its share of the cores, not most of its throughput. Each condition runs in its own
+child (``python -m rlamd.bench.contention --serve ALGO MODE``: the OpenMP wait policy is
+fixed when torch loads), built once; the parent interleaves its windows, every condition
+alone and beside the neighbour once per round. Conditions: ``rlamd (budget)``, the thread
+plan of :mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the
+same loop with the libraries' own defaults; every peer in ``contention``. Workloads
+(Breakout, CPU): PPO 8 envs x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, one update
+per 4 env steps, prioritized replay, after a short warm-up fill.
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ def busy_neighbour(active: bool = True) -> Iterator[subprocess.Popen | None]:
             proc.wait()
 
 
-def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
+def _build(algo: str, mode: str, env_name: str = GAME, num_envs: int = NUM_ENVS, warm: int = 1000):
     """(iterate() -> env steps, close, thread line) for one condition, in this process."""
     import torch
 
@@ -87,25 +86,15 @@ def _window(iterate, seconds: float) -> float:
     return done / (time.perf_counter() - t0)
 
 
-def run_child(
-    algo: str,
-    mode: str,
-    seconds: float,
-    *,
-    env_name: str = GAME,
-    num_envs: int = NUM_ENVS,
-    warm: int = 1_000,
-    chunks: int = 3,
-) -> dict[str, Any]:
-    """One condition in this process: ``{"rates": [env steps/s per window], "threads": ...}``."""
-    iterate, close, line = _build(algo, mode, env_name, num_envs, warm)
+def run_child(algo: str, mode: str, seconds: float, chunks: int = 3, **opts: Any) -> dict:
+    """One condition in this process (``opts``: ``env_name``, ``num_envs``, ``warm``):
+    ``{"rates": [env steps/s per window], "threads": ...}``."""
+    iterate, close, line = _build(algo, mode, **opts)
     try:
-        return {
-            "rates": [_window(iterate, seconds / chunks) for _ in range(chunks)],
-            "threads": line,
-        }
+        rates = [_window(iterate, seconds / chunks) for _ in range(chunks)]
     finally:
         close()
+    return {"rates": rates, "threads": line}
 
 
 class _Child:
@@ -210,12 +199,9 @@ def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -
 
     by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
     pairs = [(a, by.get(("budget", a, False)), by.get(("untuned", a, False))) for a in algos]
-    lines = [
-        f"{a}: alone, budget / untuned = {ratio(new, old).text()} (the thread budget must "
-        "not cost throughput)"
-        for a, new, old in pairs
-        if new and old
-    ]
+    why = "(the thread budget must not cost throughput)"
+    ok = [(a, new, old) for a, new, old in pairs if new and old]
+    lines = [f"{a}: alone, budget / untuned = {ratio(n, o).text()} {why}" for a, n, o in ok]
     head = (
         f"contention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
         f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
@@ -227,7 +213,7 @@ def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -
 
 def _serve(algo: str, mode: str, env_name: str) -> None:
     """Build once, say ``{"threads": ...}``, then one JSON line per ``measure SECONDS``."""
-    iterate, close, line = _build(algo, mode, env_name, NUM_ENVS, 1_000)
+    iterate, close, line = _build(algo, mode, env_name)
     try:
         print(json.dumps({"ready": True, "threads": line}), flush=True)
         for command in sys.stdin:

@@ -1,10 +1,8 @@
 """DQN iterations/s on Breakout and learner updates/s: rlamd and every peer in ``dqn``.
 
-An *iteration* is one update on a batch sampled from prioritized replay plus the env steps
-collected for it: here one env, one update per env step. rlamd runs
-:class:`rlamd.loops.OffPolicyLoop`, the loop ``python -m rlamd.train`` runs; each peer runs
-its DQN with the same batch, train frequency, network (Nature CNN) and 1 env, in this
-process on the same device, after both buffers hold the same warm-up transitions. A
+An *iteration* is one env step plus one update on a batch from replay (1 env). rlamd runs
+the loop ``python -m rlamd.train`` runs; each peer its DQN with the same batch, train
+frequency, Nature CNN and device, in this process, after the same warm-up fill. A
 like-for-like row per peer runs rlamd with the peer's algorithm (its ``dqn_algorithm``).
 """
 

@@ -1,9 +1,6 @@
-"""Env steps/s of ``make_env`` against raw ``ale_py.vector_env.AtariVectorEnv``.
-
-The raw C++ vector env is the ceiling: rlamd's pipeline adds episode bookkeeping, life-loss
-detection and reward clipping on top, and must keep >= 0.9 of its speed. Both run the same
-game with the same preprocessing, in the same process, interleaved.
-"""
+"""Env steps/s of ``make_env`` against raw ``ale_py.vector_env.AtariVectorEnv``, the
+ceiling: rlamd's bookkeeping, life-loss and reward clipping must keep >= 0.9 of its speed
+(same game and preprocessing, one process, interleaved)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Learner throughput without envs, per precision, eager and (on GPUs) CUDA/HIP graph:
-DQN updates/s on synthetic Atari batches (``agent.update_on``), the DQN learn step from a
-prioritized replay (``agent.learn``: sample, update, target sync, priority write) at the
-largest batch, and PPO minibatch updates/s, with what one learn step costs
-(:func:`rlamd.bench.common.step_cost`). The variants of one figure are interleaved.
-"""
+"""Learner updates/s without envs, per precision, eager and (on GPUs) graph-captured: DQN
+on synthetic Atari batches (``update_on``), its learn step from prioritized replay at the
+largest batch (``learn``), PPO minibatches; with each learn step's cost (``step_cost``)."""
 
 from __future__ import annotations
 

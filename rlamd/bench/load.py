@@ -1,12 +1,10 @@
 """Other processes' load on this machine, sampled before and during a benchmark's timing.
 
-The **CPU other processes used**: the machine's busy time from ``/proc/stat`` less the CPU
-time of this process and every process it started (live ones from ``/proc/PID/stat``,
-reaped ones from their parents' child times), in cores; a neighbour the bench starts on
-purpose is a descendant, so it is not "other" load. The **GPU utilisation** where readable
-(``torch.cuda.utilization``, ``nvidia-smi``, ``rocm-smi`` or ``amd-smi``): before the
-timing it is others' use; during it the bench's own kernels count too, so it is recorded
-but never warned about. Off Linux every CPU figure is None and nothing is warned.
+CPU: the machine's busy time (``/proc/stat``) less this process tree's (live processes from
+``/proc/PID/stat``, reaped ones from their parents' child times), in cores; a neighbour the
+bench starts is in the tree, so not "other". GPU utilisation where ``torch``, ``nvidia-smi``,
+``rocm-smi`` or ``amd-smi`` reads it: only the reading before the timing is others' alone,
+so only it can warn. Off Linux every CPU figure is None.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """The peer interface: one object per library the bench compares rlamd with.
 
-A peer (``rlamd/bench/peers/NAME.py``) says whether it can run here and which measurements
-(:data:`MEASUREMENTS`) it takes part in; each measurement hands it the settings rlamd runs
-with. Suites and races iterate over :func:`peers`, so nothing outside a peer's module names
-it (``docs/ARCHITECTURE.md``, the bench). Importing ``rlamd.bench`` registers the shipped
-peers; a test or a user adds one with :func:`register`. This module imports no peer.
+A peer (``peers/NAME.py``) says whether it can run here and which :data:`MEASUREMENTS` it
+takes part in, each handed rlamd's settings. Suites and races iterate over :func:`peers`,
+so no other module names it; importing ``rlamd.bench`` registers the shipped ones, and
+:func:`register` adds one from outside (``docs/ARCHITECTURE.md``, the bench).
 """
 
 from __future__ import annotations
@@ -22,10 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+import tomllib
 
 __all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
@@ -81,14 +77,6 @@ def load_recipes(module: str) -> dict[tuple[str, str], Recipe]:
             n = r.get("n_envs") or r["n_envs_per_core"] * (os.cpu_count() or 1)
             out[env, algo] = Recipe(n, r["steps"], r.get("kwargs", {}), r["source"], r["tag"])
     return out
-
-
-def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe | None:
-    """The recipe for rlamd's env name ``env``; Atari games share the ``atari`` entry."""
-    from rlamd.envs import parse_env_id
-
-    parsed = parse_env_id(env)
-    return table.get(("atari" if parsed.family == "atari" else parsed.game, algo))
 
 
 @dataclass(frozen=True)
@@ -197,8 +185,12 @@ class BasePeer:
         return load_recipes(type(self).__module__)
 
     def recipe(self, env: str, algo: str) -> Recipe:
-        """Its recipe for ``env`` and ``algo``; PeerUnavailable saying there is none."""
-        found = recipe(self.recipes, env, algo)
+        """Its recipe for rlamd's env name ``env`` (Atari games share the ``atari`` entry)
+        and ``algo``; PeerUnavailable saying there is none."""
+        from rlamd.envs import parse_env_id
+
+        parsed = parse_env_id(env)
+        found = self.recipes.get(("atari" if parsed.family == "atari" else parsed.game, algo))
         if found is None:
             raise PeerUnavailable(self.no_recipe.format(env=env, algo=algo))
         return found
@@ -206,8 +198,11 @@ class BasePeer:
     def race_skip(self, env: str, algo: str) -> str | None:
         if "race" not in self.measurements:
             return f"{self.label} does not race"
-        if self.recipes and recipe(self.recipes, env, algo) is None:
-            return self.no_recipe.format(env=env, algo=algo)
+        try:
+            if self.recipes:
+                self.recipe(env, algo)
+        except PeerUnavailable as exc:
+            return str(exc)
         return self.unavailable()
 
     def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:

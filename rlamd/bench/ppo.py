@@ -1,11 +1,10 @@
-"""PPO env steps/s with learning included: rlamd and every peer in the ``ppo`` measurement.
+"""PPO env steps/s, learning included: rlamd and every peer in the ``ppo`` measurement.
 
-``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1,
-entropy 0.01 (CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, beside the raw
-``AtariVectorEnv`` with random actions (the ceiling no learner can pass). ``classic``:
-CartPole-v1, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 1e-3, clip 0.2, no entropy
-bonus (rlamd's classic preset). rlamd runs through :class:`rlamd.engine.LocalEngine`, as
-``python -m rlamd.train`` does; every peer gets the same :class:`PPOSettings`.
+``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1, entropy
+0.01 (CleanRL ppo_atari), beside the raw env's random play (the ceiling). ``classic``:
+CartPole-v1, the same shape, lr 1e-3, clip 0.2, no entropy (rlamd's preset). rlamd runs
+:class:`rlamd.engine.LocalEngine` as ``python -m rlamd.train`` does; peers get the same
+:class:`PPOSettings`.
 """
 
 from __future__ import annotations

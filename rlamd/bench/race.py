@@ -1,12 +1,9 @@
 """``python -m rlamd.bench race ENV --target SCORE``: time and env steps to a score.
 
-Trains rlamd (as ``python -m rlamd.train`` does, its preset for the env) and each registered
-peer that races (its own recipe, cited in its module), one after another, each its own
-process on the same device with the same thread budget, until an evaluation reaches
-``--target``, ``--minutes`` pass, or its own run length ends. Evaluation is the same for all
-(:mod:`rlamd.bench.race_child`). The clock runs from a contender's process start to the
-moment its evaluation at or above the target is written. The README (Benchmarks, Races)
-states the protocol in full.
+rlamd (its preset, as ``python -m rlamd.train``) and each racing peer (its recipe) train one
+after another, each its own process with the same device and thread budget, until an
+evaluation (the same for all, :mod:`rlamd.bench.race_child`) reaches the target, the minutes
+pass, or its run ends. The clock runs from process start to that evaluation being written.
 """
 
 from __future__ import annotations
@@ -121,13 +118,8 @@ def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: fl
     evals.unlink(missing_ok=True)  # a previous run's rows must not count
     with open(log, "w", encoding="utf-8") as out:
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=thread_env(threads),
-            start_new_session=True,
-        )
+        env, to = thread_env(threads), {"stdout": out, "stderr": subprocess.STDOUT}
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True, **to)
         try:
             while True:
                 done, now = proc.poll() is not None, time.monotonic() - t0
@@ -174,18 +166,13 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
-    wall = round(wall, 1)
-    run = RaceRun(
-        algo, who, seed, proto.target, stopped, wall, tuple(curve), mon.report, recipe, error
-    )
+    got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
+    run = RaceRun(algo, who, seed, proto.target, *got)
+    said = f"{stopped}, no evaluation"
     if run.hit:
         said = f"{proto.target:g} reached in {run.hit.seconds:,.0f} s, {run.hit.step:,} env steps"
-    else:
-        said = (
-            f"not reached ({stopped}); best {run.best.mean:.1f}"
-            if run.best
-            else f"{stopped}, no evaluation"
-        )
+    elif run.best:
+        said = f"not reached ({stopped}); best {run.best.mean:.1f}"
     print(f"race: {algo} {who}: {said}")
     if w := mon.report.warning(f"{algo} {who}"):
         print(w)
@@ -238,18 +225,8 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     algos = ALGOS if args.algo == "both" else (args.algo,)
     every_, games = args.eval_every or each, args.eval_episodes or episodes
     seeds, threads = tuple(range(1, args.seeds + 1)), args.threads or cores_available()
-    proto = RaceProtocol(
-        args.env,
-        args.target,
-        algos,
-        args.minutes or minutes,
-        every_,
-        games,
-        threads,
-        device,
-        seeds,
-        args.steps,
-    )
+    given = (args.minutes or minutes, every_, games, threads, device, seeds, args.steps)
+    proto = RaceProtocol(args.env, args.target, algos, *given)
     for flag, ok, accepted in (
         ("--target", math.isfinite(proto.target), "a finite score"),
         ("--minutes", args.minutes is None or args.minutes > 0, "minutes > 0"),
@@ -305,8 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {n}")
     if any(r.load is not None and r.load.busy for r in runs):
         print(
-            "warning: the machine was busy during the race (others' cores per run: "
-            "'others' above, 'load' in results.json); times are longer than on a quiet one"
+            "warning: the machine was busy during the race (others' cores per run: 'others' "
+            "above, 'load' in results.json); times are longer than on a quiet one"
         )
     print(f"wrote {out / 'results.json'}{' and ' + chart if chart else ''}")
     return 0

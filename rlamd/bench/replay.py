@@ -1,10 +1,9 @@
 """Prioritized replay: microseconds per (sample 256 + update their priorities) at 2**20.
 
-Compared in one run, interleaved: rlamd's sampler backends (numba on the CPU; on a GPU
-Triton, plain torch as the reference, and numba on the host for scale), rlamd's whole
-buffer (n-step windows and observations included), every peer in the ``replay``
-measurement, and a numpy O(N) ``choice`` baseline. Also the cost of adding one step of an
-8-env Atari vector env, and device bytes per Atari transition at a million.
+Interleaved in one run: rlamd's sampler backends (numba on the CPU; on a GPU Triton, torch
+and host numba), rlamd's whole buffer (n-step windows and observations), every peer in
+``replay``, and numpy's O(N) ``choice``; then one 8-env Atari ``add`` and device bytes per
+Atari transition at a million.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""Env steps/s of Ray rollout actors, and the bytes each transition costs the object store.
+"""Env steps/s of Ray rollout actors, and each transition's bytes in the object store.
 
-Each actor is the rollout worker of ``--ray`` DQN runs: its own Breakout vector env, a CPU
-copy of the Q-network acting with Ape-X epsilons, and the chunk's initial priorities.
-Both chunk encodings are measured in one run: ``stacks`` (every observation's whole 4x84x84
-stack) and ``frames`` (each env's newest frame per step plus the stacks where the chain
-breaks, ``ray.ship_frames``). Bytes per transition: a pickled chunk's size over its
-transitions. The baseline is the same worker in this process with one thread (no Ray).
+Each actor is the ``--ray`` DQN rollout worker (Breakout, a CPU Q-network with Ape-X
+epsilons, initial priorities), for both chunk encodings in one run: ``stacks`` (every
+observation's 4x84x84) and ``frames`` (newest frames plus stacks where the chain breaks,
+``ray.ship_frames``). Baseline: the same worker in this process with one thread.
 """
 
 from __future__ import annotations

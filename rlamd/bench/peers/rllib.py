@@ -1,9 +1,6 @@
-"""RLlib (new API stack) as a peer: PPO throughput on Breakout and CartPole races.
-
-Env runner and learner run in the bench's process (no remote actors). Throughput uses
-rlamd's settings with RLlib's own Atari wrappers (``wrap_atari_for_new_api_stack``, 84x84,
-4 frames), on the CPU only. Races train CartPole with RLlib's tuned examples (``rllib.toml``).
-"""
+"""RLlib (new API stack) as a peer: PPO throughput on Breakout (CPU only, its own Atari
+wrappers, rlamd's settings) and CartPole races (its tuned examples, ``rllib.toml``), with
+env runner and learner in the bench's process."""
 
 from __future__ import annotations
 

@@ -1,14 +1,10 @@
-"""Sample Factory 2.1.1 (asynchronous PPO, APPO) as a peer, in its own interpreter.
+"""Sample Factory 2.1.1 (APPO) as a peer, in its own interpreter.
 
-It pins ``gymnasium<1.0`` and ``numpy<2``, so it lives in its own venv (``bash
-scripts/setup.sh --bench-peers``, or ``--peer-python samplefactory=PATH``) and only runs as a
-child (``sf_child.py``, started by path so it imports nothing of rlamd). Its settings are its
-own defaults as its docs give them (``samplefactory.toml``); the bench sets only the device
-and ``summaries_use_frameskip=False`` (env steps count agent decisions, as rlamd's do).
-``use_rnn=False`` (both examples' choice) lets a stateless policy play the race's
-evaluations: the child exports a TorchScript policy that this process plays on rlamd's env.
-For throughput it is held stopped (SIGSTOP) between its timed windows, so it never runs
-beside another contender.
+It pins ``gymnasium<1.0`` and ``numpy<2``, so it runs as a child (``sf_child.py``, by path,
+importing nothing of rlamd) under its venv (``setup.sh --bench-peers`` or ``--peer-python``),
+with its own defaults (``samplefactory.toml``); the bench sets only the device and counts env
+steps as agent decisions. The child exports a TorchScript policy (``use_rnn=False``) that the
+race plays on rlamd's env. For throughput it is SIGSTOPped between timed windows.
 """
 
 from __future__ import annotations
