@@ -19,7 +19,8 @@ from pathlib import Path
 
 import torch
 
-from rlamd.device import DEVICE_HELP
+from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.hostalloc import tune_host_allocator
 
 from .common import Figure, chart, machine_info, save_chart
 from .load import LoadMonitor
@@ -31,12 +32,13 @@ PUBLISHED = load_toml(__package__, "published")["published"]
 _RUNNERS = load_toml(__package__, "suites")
 """suite -> {argument: [with --quick, without]}, in running order (``suites.toml``)."""
 SUITES = tuple(_RUNNERS)
+_MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allreduce": "distributed"}
 
 
 def suite_function(suite: str):
-    """``run_SUITE_suite`` of the suite's module (``classic`` lives with ``ppo``)."""
-    module = importlib.import_module(f"rlamd.bench.{'ppo' if suite == 'classic' else suite}")
-    return getattr(module, f"run_{suite}_suite")
+    """``run_SUITE_suite`` of the suite's module (by default ``rlamd/bench/SUITE.py``)."""
+    module = _MODULES.get(suite, suite)
+    return getattr(importlib.import_module(f"rlamd.bench.{module}"), f"run_{suite}_suite")
 
 
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
@@ -120,9 +122,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return race_main(argv[1:])
     args = _parse_args(argv)
-    from rlamd.device import DeviceError, resolve_device
-    from rlamd.hostalloc import tune_host_allocator
-
     tune_host_allocator()
     try:
         device = resolve_device(args.device)

@@ -15,6 +15,9 @@ from typing import Any
 
 import torch
 
+from rlamd.device import describe_device
+from rlamd.precision import resolve_precision
+
 from .peer import Peer, PeerUnavailable, load_toml, peers
 
 __all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
@@ -114,18 +117,10 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
     return out
 
 
-def measure(
-    name: str,
-    unit: str,
-    fn: Callable[[], float],
-    *,
-    repeats: int = 5,
-    device: Any = None,
-    per: str = "rate",
-    **meta: Any,
-) -> Figure:
-    """One figure alone: :func:`interleave` with a single contender timing ``fn``."""
-    run = timed(fn, device=device, per=per)
+def measure(name: str, unit: str, fn: Callable[[], float], repeats: int = 5, **meta: Any) -> Figure:
+    """One figure alone: :func:`interleave` with one contender timing ``fn`` (``device`` and
+    ``per`` in ``meta`` go to :func:`timed`)."""
+    run = timed(fn, device=meta.pop("device", None), per=meta.pop("per", "rate"))
     return interleave([Contender(name, unit, run, meta)], repeats=repeats)[0]
 
 
@@ -201,9 +196,6 @@ def report(head: str, rows: list, header: tuple[str, ...], lines: list[str] = ()
 
 def distinct_precisions(precisions: tuple[str, ...], device: torch.device | str) -> list[str]:
     """``precisions`` resolved on ``device`` (``auto`` -> bf16, fp16 or fp32), each once."""
-    from rlamd.device import describe_device
-    from rlamd.precision import resolve_precision
-
     device = torch.device(device)
     native = describe_device(device).bf16
     return list(dict.fromkeys(resolve_precision(p, device, native) for p in precisions))
@@ -230,8 +222,6 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
 
 def machine_info(device: torch.device) -> dict[str, Any]:
     """The machine, its software versions and the device, for a results file."""
-    from rlamd.device import describe_device
-
     info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
     return {"date": when, "platform": platform.platform()} | {
         "processor": platform.processor() or platform.machine(),

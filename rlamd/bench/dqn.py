@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from rlamd.graphs import Captured
+
 from .common import (
     Contender,
     Figure,
@@ -58,8 +60,6 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
     """rlamd's loop after ``warm`` steps, with ``peer``'s algorithm when given (the
     like-for-like row). The learn step is timed as the run captures it (a graph on GPUs)
     and eagerly (the same function)."""
-    from rlamd.graphs import Captured
-
     train = {"env": "breakout", "num_envs": 1, "precision": precision, "device": str(device)}
     algo = peer.dqn_algorithm() if peer else {}
     loop, agent = rlamd_loop(train, warm, batch_size=batch, train_frequency=1, **algo)

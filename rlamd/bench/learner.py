@@ -11,6 +11,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlamd.agents.dqn import DQN, DQNConfig
+from rlamd.agents.ppo import PPO, PPOConfig, PPORows
+from rlamd.algos.dqn import capture_dqn
+from rlamd.algos.ppo import capture_ppo
+from rlamd.device import describe_device
+from rlamd.graphs import graphs_enabled
+from rlamd.precision import Precision
+from rlamd.replay import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
+
 from .common import Contender, Figure, interleave, repeat, report, report_costs, step_cost, timed
 
 __all__ = ["filled_replay", "run_learner_suite"]
@@ -31,8 +40,6 @@ def filled_replay(
 ):
     """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps,
     prioritized (alpha 0.5) or uniform; ``options`` go to the buffer (``backend`` ...)."""
-    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
-
     kind, options = ReplayBuffer, {"frame_stack": 4, "num_actions": 4, "n_step": 3, **options}
     if prioritized:
         kind, options = PrioritizedReplayBuffer, {"alpha": 0.5, **options}
@@ -48,13 +55,6 @@ def filled_replay(
 
 def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
     """rlamd's DQN or PPO on Atari shapes, captured with graph ``mode`` (None: not at all)."""
-    from rlamd.agents.dqn import DQN, DQNConfig
-    from rlamd.agents.ppo import PPO, PPOConfig
-    from rlamd.algos.dqn import capture_dqn
-    from rlamd.algos.ppo import capture_ppo
-    from rlamd.graphs import graphs_enabled
-    from rlamd.precision import Precision
-
     p, graphs = Precision(precision, device), graphs_enabled(mode or "off", device)
     if kind == "ppo":
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
@@ -73,8 +73,6 @@ class _Suite:
     """One suite run: its tensors' generator, the figures and the rows it collects."""
 
     def __init__(self, device: torch.device, iters: int, repeats: int) -> None:
-        from rlamd.device import describe_device
-
         self.device, self.iters, self.repeats = device, iters, repeats
         self.g = torch.Generator(device=device).manual_seed(0)
         self.rows, self.figures, self.costs = [], [], []
@@ -112,8 +110,6 @@ class _Suite:
 
     def dqn(self, b: int, buf: Any) -> None:
         """DQN updates on a synthetic batch of ``b``; with ``buf``, learn steps from it."""
-        from rlamd.replay import ReplayBatch
-
         d, randn = self.device, torch.randn(b, device=self.device, generator=self.g)
         obs, actions, next_obs = self.frames(b), self.ints(b), self.frames(b)
         gamma, ones = torch.full((b,), 0.97, device=d), torch.ones(b, device=d)
@@ -135,8 +131,6 @@ class _Suite:
 
     def ppo(self, mb: int = 256) -> None:
         """PPO minibatch updates (256: 8 envs x 128 steps / 4 minibatches)."""
-        from rlamd.agents.ppo import PPORows
-
         d, z = self.device, torch.zeros(mb, device=self.device)
         advantages = torch.randn(mb, device=d, generator=self.g)
         rows = PPORows(self.frames(mb), self.ints(mb), z, z.clone(), advantages, z.clone())

@@ -12,6 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlamd.config.layers import resolve
+from rlamd.engine import LocalEngine
+
 from .common import (
     Contender,
     Figure,
@@ -24,6 +27,7 @@ from .common import (
     report,
     timed,
 )
+from .device import raw_env, stepping
 from .peer import PPOSettings
 
 __all__ = ["atari_settings", "classic_settings", "run_classic_suite", "run_ppo_suite"]
@@ -40,9 +44,6 @@ def classic_settings(num_envs: int = 8) -> PPOSettings:
 
 
 def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, suite: str):
-    from rlamd.config.layers import resolve
-    from rlamd.engine import LocalEngine
-
     env = "breakout" if s.family == "atari" else "cartpole"
     train = {"env": env, "algo": "ppo", "num_envs": s.num_envs, "device": str(device)}
     train |= {"precision": precision, "steps": 10**9}
@@ -59,8 +60,6 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
 
 def _raw(n: int):
     """The raw vector env with random actions: the ceiling no learner can pass."""
-    from .env import raw_env, stepping
-
     raw = raw_env("breakout", n)
     raw.reset(seed=0)
     acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]

@@ -18,7 +18,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
+from rlamd.config.layers import resolve
+from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.envs import parse_env_id
+from rlamd.threads import cores_available
+
 from .child import stop, thread_env
+from .common import machine_info
 from .load import LoadMonitor
 from .peer import get, nearest, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
@@ -34,8 +42,6 @@ DEFAULTS = {"classic": (2_500, 10, 5.0), "atari": (50_000, 8, 15.0)}
 
 
 def _rlamd_config(env: str, algo: str):
-    from rlamd.config.layers import resolve
-
     return resolve({"train": {"env": env, "algo": algo}})
 
 
@@ -180,8 +186,6 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
 
 
 def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
-    from rlamd.device import DEVICE_HELP
-
     what = "Train rlamd and each installed peer to a score; report the wall-clock seconds and "
     what += "env steps each needed (protocol: see the README, Benchmarks)."
     p = argparse.ArgumentParser(prog="python -m rlamd.bench race", description=what)
@@ -207,10 +211,6 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
 def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple[str, ...]):
     """(protocol, contenders in race order) from the command line; a bad value exits with
     what is accepted, naming the nearest contender."""
-    from rlamd.device import DeviceError, resolve_device
-    from rlamd.envs import parse_env_id
-    from rlamd.threads import cores_available
-
     names = every if args.contenders is None else [n.strip() for n in args.contenders.split(",")]
     for n in (n for n in names if n and n not in every):
         p.error(f"--contenders: {nearest('', n, every)}")
@@ -242,10 +242,6 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from .common import machine_info
-
     every = ("rlamd", *(p.name for p in peers("race")))
     p = _parser(every)
     args = p.parse_args(argv)

@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlamd.envs import AtariConfig, parse_env_id
+from rlamd.evaluate import evaluate_policy
+
 from .peer import PeerUnavailable, get, set_python
 
 __all__ = ["Evaluations", "main"]
@@ -29,8 +32,6 @@ class Evaluations:
     """The race's evaluation schedule and protocol, writing ``evals.csv`` like rlamd's."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from rlamd.envs import AtariConfig, parse_env_id
-
         self.env, self.every, self.episodes = args.env, args.eval_every, args.eval_episodes
         self.atari = AtariConfig() if parse_env_id(args.env).family == "atari" else None
         self.epsilon, self.due_at = args.eval_epsilon, self.every
@@ -43,8 +44,6 @@ class Evaluations:
         """Evaluate when ``step`` reached the next multiple of ``every`` (then the next)."""
         if step < self.due_at:
             return False
-        from rlamd.evaluate import evaluate_policy
-
         opts = {"device": torch.device("cpu"), "seed": 10_000 + step, "atari": self.atari}
         scores = evaluate_policy(policy, self.env, self.episodes, **opts)
         mean, std = statistics.fmean(scores), statistics.pstdev(scores)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rlamd.replay import PrioritizedReplayBuffer, PrioritizedSampler, bytes_per_transition
+
 from .common import Contender, Figure, each_peer, interleave, measure, ratio, repeat, report, timed
 
 __all__ = ["run_replay_suite"]
@@ -28,8 +30,6 @@ def _fill(sampler, capacity: int, device: torch.device) -> None:
 
 def _samplers(capacity, batch, device, g, notes):
     """(name, one draw + write) per rlamd sampler backend; the first is the ratios' base."""
-    from rlamd.replay import PrioritizedSampler
-
     cpu = torch.device("cpu")
     gpu = [("triton", device), ("torch", device), ("numba", cpu)]
     for backend, dev in gpu if device.type != "cpu" else [("numba", device), ("torch", device)]:
@@ -53,8 +53,6 @@ def _samplers(capacity, batch, device, g, notes):
 
 def _buffer(capacity, batch, device, g, rng):
     """The whole buffer: sampler + n-step window + observations (vector obs, n=3)."""
-    from rlamd.replay import PrioritizedReplayBuffer
-
     opts = {"num_actions": 4, "n_step": 3, "device": device, "validate": False}
     buf = PrioritizedReplayBuffer(capacity, 8, (4,), torch.float32, **opts)
     z = np.zeros(8, dtype=bool)
@@ -85,8 +83,6 @@ def _numpy(capacity, batch):
 
 def _add(repeats: int, device: torch.device, rng) -> Figure:
     """Adding one step of an 8-env Atari vector env (frames stored once)."""
-    from rlamd.replay import PrioritizedReplayBuffer
-
     opts = {"frame_stack": 4, "num_actions": 4, "n_step": 3, "device": device}
     buf = PrioritizedReplayBuffer(8 * 4096, 8, (4, 84, 84), torch.uint8, **opts)
     frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
@@ -105,8 +101,6 @@ def run_replay_suite(
     peers: bool = True,
     notes: list[str] | None = None,
 ) -> list[Figure]:
-    from rlamd.replay import bytes_per_transition
-
     device, notes = torch.device(device), [] if notes is None else notes
     g = torch.Generator(device=device).manual_seed(1)
     rng = np.random.default_rng(0)  # the buffer's observations, then the Atari frames

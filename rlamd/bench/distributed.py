@@ -1,22 +1,46 @@
-"""Env steps/s of Ray rollout actors, and each transition's bytes in the object store.
-
-Each actor is the ``--ray`` DQN rollout worker (Breakout, a CPU Q-network with Ape-X
-epsilons, initial priorities), for both chunk encodings in one run: ``stacks`` (every
-observation's 4x84x84) and ``frames`` (newest frames plus stacks where the chain breaks,
-``ray.ship_frames``). Baseline: the same worker in this process with one thread.
+"""The scale-out suites. ``rollout``: env steps/s of Ray rollout actors and each
+transition's bytes in the object store: the ``--ray`` DQN rollout worker (Breakout, a CPU
+Q-network with Ape-X epsilons, initial priorities) for both chunk encodings in one run,
+``stacks`` (every observation's 4x84x84) and ``frames`` (newest frames plus stacks where the
+chain breaks, ``ray.ship_frames``), against the same worker in this process on one thread.
+``allreduce``: like rccl-tests' ``all_reduce_perf``, two rlamd Ray learners in one group as
+``--ray --num-learners 2`` forms it (``nccl``, RCCL on ROCm, when each gets a GPU; ``gloo``
+on CPUs; without Ray two local gloo processes); per float32 size from 8 B, doubling: time,
+algbw (size / time) and busbw (algbw x 2(n-1)/n). The Nature-CNN DQN's gradients: 6.7 MB.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
+from rlamd.config.sections import RunConfig
+from rlamd.distributed.roles import RolloutWorker
+from rlamd.distributed.sync import run_group, time_allreduce
+
 from .common import Figure, measure, report
 
-__all__ = ["run_rollout_suite"]
+__all__ = ["run_allreduce_suite", "run_rollout_suite"]
+
+
+@contextmanager
+def _local_ray(ray, cpus: int) -> Iterator[None]:
+    """The Ray already running, else a local one with ``cpus`` for the block."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
 
 ENCODINGS = ("stacks", "frames")
 GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
@@ -26,8 +50,6 @@ chunks of 32 steps."""
 
 def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
     """Per encoding: bytes/transition and a single-threaded in-process worker's steps/s."""
-    from rlamd.distributed.roles import RolloutWorker
-
     figures, threads = [], torch.get_num_threads()
     torch.set_num_threads(1)  # as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1)
     try:
@@ -84,8 +106,6 @@ def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
 
 def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
     """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
-    from rlamd.config.sections import RunConfig
-
     try:
         import ray
     except ImportError:
@@ -99,15 +119,8 @@ def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None
         for e in ENCODINGS
     }
     figures = _in_process(sections, rounds, repeats)
-    started = not ray.is_initialized()
-    if started:
-        cpus = max(os.cpu_count() or 1, max(ACTORS))
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-    try:
+    with _local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
         figures += _on_ray(ray, sections, rounds, repeats)
-    finally:
-        if started:
-            ray.shutdown()
     _table(figures, ACTORS, repeats)
     return figures
 
@@ -131,3 +144,58 @@ def _table(figures: list[Figure], actors: tuple[int, ...], repeats: int) -> None
     head = f"rollout: {GAME}, DQN acting + priorities, chunks of {CHUNK} steps, stacks vs frames "
     head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
     report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
+
+
+def _member(rank: int, world: int, sizes: list[int], iters: int):
+    return time_allreduce(torch.device("cpu"), sizes, iters)
+
+
+def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]:
+    from rlamd.distributed.driver import _RayLearner
+
+    gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
+    train = {"env": "cartpole", "device": "auto" if gpus else "cpu"}
+    sections = RunConfig.from_dict({"train": train})
+    spec, options = "cuda" if gpus else "cpu", {"num_cpus": 1, "num_gpus": gpus}
+    learners = [_RayLearner.options(**options).remote(sections, r, 2, spec, 2) for r in range(2)]
+    try:
+        addr, port = ray.get(learners[0].rendezvous.remote())
+        devices = ray.get([ln.join.remote(addr, port) for ln in learners])
+        results = ray.get([ln.allreduce_times.remote(sizes, iters) for ln in learners])[0]
+    finally:
+        for ln in learners:
+            ray.kill(ln)
+    return results, "nccl" if devices[0].startswith("cuda") else "gloo"
+
+
+def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list | None = None):
+    """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
+    world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
+    try:
+        import ray
+    except ImportError:
+        ray = None
+    where = "two Ray learner actors" if ray is not None else "two processes"
+    if ray is not None:
+        with _local_ray(ray, 4):
+            results, backend = _between_ray_learners(ray, sizes, iters)
+    else:
+        if notes is not None:
+            notes.append(
+                "allreduce: Ray not installed, measured between two local processes "
+                "(gloo) instead of two Ray learners"
+            )
+        results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
+    figures, rows, factor = [], [], 2 * (world - 1) / world
+    for nbytes, times in results:
+        t = statistics.median(times)
+        algbw = nbytes / t / 1e9
+        busbw = [nbytes / x / 1e9 * factor for x in times]
+        meta = {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw}
+        meta |= {"ranks": world, "between": where}
+        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, **meta))
+        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
+    name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
+    head = f"allreduce: {world} ranks ({where}), {name}, float32, median of {iters}"
+    report(head, rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))
+    return figures
