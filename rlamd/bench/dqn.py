@@ -22,6 +22,7 @@ from .common import (
     distinct_precisions,
     each_peer,
     interleave,
+    peer_lines,
     ratio,
     repeat,
     report,
@@ -122,13 +123,9 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
     for i, s in enumerate(sides):
         if s.learn_step is not None:  # rlamd's rows; a peer's own row is followed by its twin
             continue
-        for f in (base, its[i + 1]):
-            r = ratio(f, its[i], f"ratio_to_{s.peer.name}")
-            algo = "" if f is base else f", {s.peer.label}'s algorithm"
-            lines.append(
-                f"rlamd {f.meta['precision']}{algo} at batch {batch}: {r.median:.2f}x "
-                f"{s.peer.label}'s iterations/s (rounds {r.low:.2f}-{r.high:.2f})"
-            )
+        for f, algo in ((base, ""), (its[i + 1], f", {s.peer.label}'s algorithm")):
+            head = f"rlamd {f.meta['precision']}{algo} at batch {batch}: "
+            lines += peer_lines(f, [(s.peer, its[i])], "iterations/s", head)
     return [*its, *ups, *grs], rows, costs, lines
 
 

@@ -34,37 +34,30 @@ from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_cha
 __all__ = ["RaceProtocol", "command", "main", "race_one", "read_evals", "stop_reason"]
 
 ALGOS = ("dqn", "ppo")
-POLL_S, GRACE_S = 0.2, 120.0
-"""How often the race reads a contender's evals.csv (the clock's resolution), and the
-seconds a contender has to exit after SIGINT before it is killed."""
+POLL_S, GRACE_S = 0.2, 120.0  # evals.csv read every POLL_S (the clock's resolution); SIGINT grace
 DEFAULTS = {"classic": (2_500, 10, 5.0), "atari": (50_000, 8, 15.0)}
 """Per env family: (eval every, eval episodes, minutes per contender)."""
 
 
-def _rlamd_config(env: str, algo: str):
-    return resolve({"train": {"env": env, "algo": algo}})
-
-
 @dataclass(frozen=True)
 class RaceProtocol:
-    """The rules every contender of one race runs under."""
+    """The rules every contender of one race runs under: ``minutes`` per contender and
+    seed, ``steps`` the run length for all (0: each one's own recipe)."""
 
     env: str
     target: float
     algos: tuple[str, ...]
     minutes: float
-    """Wall-clock budget per contender and seed."""
     eval_every: int
     eval_episodes: int
     threads: int
     device: str
     seeds: tuple[int, ...] = (1,)
     steps: int = 0
-    """Run length for every contender (0: each one's own recipe)."""
 
     def eval_epsilon(self, algo: str) -> float:
         """DQN's evaluation epsilon (rlamd's preset for the env; the same for every peer)."""
-        return float(_rlamd_config(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
+        return float(_preset(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
 
     def child_args(self, algo: str) -> list[str]:
         """The protocol as :mod:`rlamd.bench.race_child` takes it."""
@@ -72,6 +65,10 @@ class RaceProtocol:
         args += ["--eval-episodes", str(self.eval_episodes), "--threads", str(self.threads)]
         args += ["--device", self.device, "--eval-epsilon", str(self.eval_epsilon(algo))]
         return [*args, "--steps", str(self.steps)] if self.steps else args
+
+
+def _preset(env: str, algo: str):
+    return resolve({"train": {"env": env, "algo": algo}})
 
 
 def _skip_reason(who: str, proto: RaceProtocol, algo: str) -> str | None:
@@ -84,7 +81,7 @@ def command(who: str, proto: RaceProtocol, algo: str, seed: int, folder: Path):
         cmd, settings = get(who).race_command(proto, algo, seed, folder)
         return cmd, folder / "evals.csv", settings
     every = ["--eval-every", str(proto.eval_every), "--eval-episodes", str(proto.eval_episodes)]
-    cfg = _rlamd_config(proto.env, algo)
+    cfg = _preset(proto.env, algo)
     steps = proto.steps or cfg.train.steps
     cmd = [sys.executable, "-m", "rlamd.train", proto.env, "--algo", algo, *every]
     cmd += ["--threads", str(proto.threads), "--seed", str(seed), "--device", proto.device]
@@ -114,11 +111,9 @@ def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
 
 
 def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: float):
-    """Run ``cmd`` (its own process group), reading ``evals`` every :data:`POLL_S`.
-
-    Returns (stop reason, wall seconds, curve, exit code): ``target``, ``minutes``,
-    ``finished`` (it ended by itself, exit 0) or ``failed``.
-    """
+    """Run ``cmd`` (its own process group), reading ``evals`` every :data:`POLL_S`; (stop
+    reason: ``target``, ``minutes``, ``finished`` (exit 0) or ``failed``, wall seconds,
+    curve, exit code)."""
     threads = cmd[cmd.index("--threads") + 1] if "--threads" in cmd else "1"
     curve: list[EvalPoint] = []
     evals.unlink(missing_ok=True)  # a previous run's rows must not count
