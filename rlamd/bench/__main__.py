@@ -69,12 +69,9 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
         for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
             parts = [f.name.split("/", 1)[-1] for f in figs]
             grey = [p.split("/")[0].startswith(others) and not p.startswith("rlamd") for p in parts]
-            ax.barh(
-                parts,
-                [f.median for f in figs],
-                color=["#7f8c8d" if g else "#c0392b" for g in grey],
-                xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
-            )
+            colours = ["#7f8c8d" if g else "#c0392b" for g in grey]
+            spread = [[f.median - f.min for f in figs], [f.max - f.median for f in figs]]
+            ax.barh(parts, [f.median for f in figs], color=colours, xerr=spread)
             ax.set_xlabel(unit)
             ax.invert_yaxis()
             ax.grid(axis="x", alpha=0.3)

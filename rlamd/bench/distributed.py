@@ -87,11 +87,8 @@ def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
             workers = [_RayWorker.options(num_cpus=1).remote(sections[enc], i) for i in range(n)]
 
             def run(workers=workers) -> int:  # every actor keeps ``rounds`` chunks queued
-                refs = [
-                    w.collect.options(num_returns=2).remote(None, 0, CHUNK)[1]
-                    for _ in range(rounds)
-                    for w in workers
-                ]
+                chunk = [w.collect.options(num_returns=2) for w in workers]
+                refs = [c.remote(None, 0, CHUNK)[1] for _ in range(rounds) for c in chunk]
                 ray.get(refs)
                 return len(refs) * CHUNK * ENVS
 
@@ -180,11 +177,8 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
         with _local_ray(ray, 4):
             results, backend = _between_ray_learners(ray, sizes, iters)
     else:
-        if notes is not None:
-            notes.append(
-                "allreduce: Ray not installed, measured between two local processes "
-                "(gloo) instead of two Ray learners"
-            )
+        why = "Ray not installed, measured between two local processes (gloo)"
+        (notes if notes is not None else []).append(f"allreduce: {why} instead of two Ray learners")
         results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
     figures, rows, factor = [], [], 2 * (world - 1) / world
     for nbytes, times in results:

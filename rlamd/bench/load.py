@@ -68,12 +68,11 @@ def runnable(proc: Path = _PROC) -> int | None:
 
 
 def _machine_ticks(proc: Path) -> tuple[int, int] | None:
-    """(busy ticks, total ticks) summed over every core."""
-    f = _stat(proc, "cpu ")
-    if f is None:
+    """(busy ticks, total ticks) summed over every core: user nice system idle iowait irq
+    softirq steal (guest time is in user)."""
+    if (f := _stat(proc, "cpu ")) is None:
         return None
-    total = sum(f[:8])  # user nice system idle iowait irq softirq steal; guest is in user
-    return total - f[3] - (f[4] if len(f) > 4 else 0), total
+    return sum(f[:8]) - f[3] - (f[4] if len(f) > 4 else 0), sum(f[:8])
 
 
 class CpuSampler:
@@ -201,17 +200,16 @@ class LoadReport:
         """One line for a busy machine (None when it was quiet or unreadable)."""
         if not self.busy:
             return None
-        during, before, peak = (
-            "?" if x is None else f"{x:.2f}" for x in (self.during, self.before, self.peak)
-        )
+        cpu = ("?" if x is None else f"{x:.2f}" for x in (self.during, self.before, self.peak))
+        during, before, peak = cpu
         gpu = "" if self.gpu_before is None else f"; GPU {self.gpu_before:.0f}% busy before it"
         if self.runnable is not None:
             gpu = f"; {self.runnable:.1f} threads ready to run on average{gpu}"
+        rule = f"others above {self.threshold:g} cores or the GPU above {BUSY_GPU_PERCENT:g}%"
         return (
             f"warning: busy machine during {what}: other processes used {during} of {self.cores}"
             f" cores on average ({before} before the timing, peak {peak}){gpu}; these figures "
-            f"are lower and noisier than on an idle machine (busy: others above "
-            f"{self.threshold:g} cores or the GPU above {BUSY_GPU_PERCENT:g}%)"
+            f"are lower and noisier than on an idle machine (busy: {rule})"
         )
 
     def to_dict(self) -> dict[str, Any]:
