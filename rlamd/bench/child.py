@@ -44,11 +44,8 @@ def stop(proc: subprocess.Popen, grace: float, group: bool = False) -> None:
 
 
 class Child:
-    """``cmd`` with its JSON stdout lines queued as (monotonic time, dict) by a thread.
-
-    ``group``: its own process group (so :meth:`signal` reaches its workers too); else it
-    stays in the caller's, where a race's signal to the group reaches it.
-    """
+    """``cmd`` with its JSON stdout lines queued as (monotonic time, dict); ``group``: in its
+    own process group (:meth:`signal` reaches its workers), else the caller's (a race's)."""
 
     def __init__(
         self,

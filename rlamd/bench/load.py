@@ -76,13 +76,9 @@ def _machine_ticks(proc: Path) -> tuple[int, int] | None:
 
 
 class CpuSampler:
-    """Cores' worth of CPU that other processes and this process tree used between samples.
-
-    Each :meth:`sample` returns ``(others, own)`` since the previous one, or None off Linux.
-    Own time is counted per process: a descendant's growth since the last sample, a new
-    descendant's whole time, and for one reaped by a parent in the tree the parent's jump
-    in child time less what was already counted for it.
-    """
+    """:meth:`sample`: ``(others, own)`` cores' worth of CPU since the last sample (None off
+    Linux). Own: each descendant's growth, a new one's whole time, and for one reaped in the
+    tree its parent's jump in child time less what was already counted for it."""
 
     def __init__(self, pid: int | None = None, proc: Path = _PROC) -> None:
         self.pid, self.proc = pid or os.getpid(), proc
@@ -169,14 +165,10 @@ def _mean(xs: list[float]) -> float | None:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What other processes did to the machine around one timed block.
-
-    ``before``, ``during`` and ``peak``: other processes' cores (mean before the timing,
-    mean over it, highest sample in it; None: unreadable); ``own``: this process tree's
-    cores. ``gpu_before`` (others') and ``gpu_during`` (the bench's own included): GPU
-    utilisation %. ``runnable``: threads ready to run, mean over the samples: above the
-    core count threads wait for a core, and a multi-threaded step waits for its slowest.
-    """
+    """Other processes' cores around one timed block (mean ``before`` it, mean ``during``
+    it, ``peak`` sample; None: unreadable), ``own`` the process tree's; GPU utilisation %
+    ``gpu_before`` (others') and ``gpu_during`` (ours too); ``runnable``: mean threads ready
+    to run (above the cores, a multi-threaded step waits for its slowest thread)."""
 
     cores: int
     before: float | None
@@ -221,11 +213,8 @@ class LoadReport:
 
 
 class LoadMonitor:
-    """``with LoadMonitor() as mon: <timed block>``; then ``mon.report`` (a LoadReport).
-
-    Entering samples for ``before_s`` seconds, then a daemon thread samples every
-    ``interval`` seconds until the block ends (GPU ``gpu``, when given, every 2 s).
-    """
+    """``with LoadMonitor() as mon: <timed block>``, then ``mon.report``: samples for
+    ``before_s``, then every ``interval`` s until the block ends (GPU ``gpu`` every 2 s)."""
 
     def __init__(
         self, before_s: float = 1.0, interval: float = 0.5, *, gpu: int | None = None, proc=_PROC
