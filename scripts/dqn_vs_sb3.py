@@ -15,8 +15,9 @@ updates per second with learning included (the median of the log intervals after
 learning starts; env stepping and acting included, evaluations not), with a chart.
 
 Starts ``python -m rlamd.train breakout`` (rlamd's defaults; ``--set`` adds overrides) and
-SB3's DQN with the RL Baselines3 Zoo's Atari recipe (``rlamd.bench.zoo``; ``--sb3-set``
-overrides its keyword arguments, e.g. ``buffer_size=100000 optimize_memory_usage=false``)
+SB3's DQN with the RL Baselines3 Zoo's Atari recipe (``rlamd/bench/peers/sb3.toml``;
+``--sb3-set`` overrides its keyword arguments, e.g. ``buffer_size=100000
+optimize_memory_usage=false``)
 as two processes, one thread each, pinned to one core each where ``taskset`` exists. Both
 log every finished game (whole games across lives, unclipped scores) to
 ``OUT/{rlamd,sb3}/episodes.csv``; the report gives, at fixed env steps, the mean score of
@@ -114,12 +115,12 @@ def _sb3_main(steps: int, seed: int, out: Path, overrides: dict[str, str]) -> No
     from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecFrameStack
 
-    from rlamd.bench.zoo import SB3, recipe
+    from rlamd.bench.peer import get
     from rlamd.config import coerce
 
     torch.set_num_threads(1)
     gym.register_envs(ale_py)
-    rec = recipe(SB3, "breakout", "dqn")
+    rec = get("sb3").recipe("breakout", "dqn")
     kwargs = dict(rec.kwargs)
     for key, text in overrides.items():
         kind = type(kwargs[key]) if key in kwargs else str

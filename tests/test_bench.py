@@ -89,8 +89,7 @@ def test_unknown_suite_names_the_nearest(capsys):
 def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(monkeypatch):
     import sys
 
-    from rlamd.bench.allreduce import run_allreduce_suite
-    from rlamd.bench.rollout import run_rollout_suite
+    from rlamd.bench.distributed import run_allreduce_suite, run_rollout_suite
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     notes: list[str] = []
@@ -215,10 +214,11 @@ def test_contention_suite_end_to_end_on_cartpole():
 
 def test_the_like_for_like_row_runs_sb3s_algorithm():
     """The 'SB3's algorithm' row must really drop PER, n-step, double Q and dueling."""
-    import rlamd.bench.dqn as dqn_bench
+    from rlamd.bench.common import rlamd_loop
     from rlamd.replay import PrioritizedSampler, UniformSampler
 
-    loop, agent = dqn_bench._loop(32, "fp32", torch.device("cpu"), 64, **get("sb3").dqn_algorithm())
+    train = {"env": "breakout", "num_envs": 1, "precision": "fp32", "device": "cpu"}
+    loop, agent = rlamd_loop(train, 64, batch_size=32, **get("sb3").dqn_algorithm())
     try:
         sampler = loop.buffer.sampler  # the replay's sampler is uniform, not prioritized
         assert isinstance(sampler, UniformSampler)
@@ -308,7 +308,7 @@ def test_a_child_answers_in_json_lines_and_its_failure_names_its_last_words(tmp_
 
 def test_the_rollout_table_compares_encodings_without_ray(capsys):
     from rlamd.bench.common import Figure
-    from rlamd.bench.rollout import _table
+    from rlamd.bench.distributed import _table
 
     figs = []
     for enc, size, rate in (("stacks", 28_000.0, 100.0), ("frames", 7_000.0, 120.0)):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -15,11 +16,26 @@ ROOT = Path(__file__).resolve().parents[1]
 IMPORT = "import rlamd.agents, rlamd.envs, rlamd; print(rlamd.agents.__file__); print(rlamd.envs.__file__)"
 
 
-def _build_wheel(dest: Path) -> Path:
-    """``pip wheel`` of this source tree (no dependencies, no build isolation)."""
+def _build_wheel(dest: Path, source: Path = ROOT) -> Path:
+    """``pip wheel`` of ``source`` (no dependencies, no build isolation)."""
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
-    subprocess.run([*cmd, "-w", str(dest), str(ROOT)], check=True, capture_output=True)
+    subprocess.run([*cmd, "-w", str(dest), str(source)], check=True, capture_output=True)
     return next(dest.glob("rlamd-*.whl"))
+
+
+def _source_copy(dest: Path) -> Path:
+    """The files a commit would hold (tracked and new, none ignored) copied to ``dest``, so
+    a build cannot pick up what a stale ``build/`` of this checkout still holds."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
+    )
+    if listed.returncode != 0:  # not a git checkout (an unpacked sdist): it is clean already
+        return ROOT
+    for name in listed.stdout.splitlines():
+        if (ROOT / name).is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, dest / name)
+    return dest
 
 
 def test_installed_package_imports_from_anywhere(tmp_path):
@@ -71,6 +87,33 @@ def test_wheel_ships_the_doctors_data_files(tmp_path):
         text=True,
     )
     assert out.returncode == 0 and "hipErrorLaunchOutOfResources" in out.stdout, out.stderr
+
+
+def test_wheel_ships_the_bench_data_files(tmp_path):
+    """The bench's tables (suites, published figures, profiler op lists) and every peer's
+    race recipes are TOML beside the code: a non-editable install must carry each one, and
+    the bench must read them from there."""
+    wheel = _build_wheel(tmp_path / "dist", _source_copy(tmp_path / "src"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    bench = ROOT / "rlamd" / "bench"
+    data = sorted(
+        p.relative_to(ROOT).as_posix() for p in [*bench.glob("*.toml"), *bench.glob("peers/*.toml")]
+    )
+    assert len(data) >= 6 and set(data) <= names, set(data) - names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    probe = "import rlamd.bench.__main__ as m; from rlamd.bench.peer import get; "
+    probe += "print(m.__file__, len(m.SUITES), get('sb3').recipe('pong', 'ppo').source)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr
+    where, suites, source = out.stdout.split(" ", 2)
+    assert where.startswith(str(site)) and int(suites) >= 10 and "rl-baselines3-zoo" in source
 
 
 def test_a_copied_source_tree_imports_its_own_agents_and_envs(tmp_path):

@@ -1,11 +1,9 @@
 """``python -m rlamd.bench [SUITE ...] [--device DEV] [--quick] [--out DIR]``.
 
-Measures rlamd on this machine, runs the registered peers that are installed in the same
-run, and writes a table per suite, ``results.json`` (machine, versions, every figure with
-median, min, max and repeats, the load other processes put on the machine during each
-suite) and a PNG chart per suite. rlamd and its peers are timed in interleaved rounds
-(at least 3) after warm-up; figures are medians and ratios are per round, with their
-range. ``python -m rlamd.bench race ENV --target SCORE`` races to a score (``race --help``).
+Measures rlamd and the installed peers on this machine, in interleaved rounds after warm-up
+(medians; ratios per round, with their range), and writes a table per suite, a chart per
+suite and ``results.json`` (machine, versions, every figure, the machine's other load).
+``python -m rlamd.bench race ENV --target SCORE`` races to a score (``race --help``).
 """
 
 from __future__ import annotations
@@ -14,63 +12,33 @@ import argparse
 import importlib
 import inspect
 import json
+import re
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from rlamd.device import DEVICE_HELP
+from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.hostalloc import tune_host_allocator
 
-from .common import MIN_REPEATS, Figure, chart, machine_info, save_chart
+from .common import Figure, chart, machine_info, save_chart
 from .load import LoadMonitor
-from .peer import nearest, peer_arguments, peers, use_peer_python
+from .peer import load_toml, nearest, peer_arguments, peers, use_peer_python
 
-_NAME = "DQN iterations/s, BreakoutNoFrameskip-v4, batch 128"
-_SOURCE = "published figure quoted in the rlamd project brief (Atari iteration-speed table)"
-PUBLISHED = [
-    {
-        "name": _NAME,
-        "hardware": hw,
-        "median": m,
-        "plus_minus": pm,
-        "unit": "it/s",
-        "source": _SOURCE,
-    }
-    for hw, m, pm in (
-        ("AMD Radeon RX 6800 XT", 2150.0, 120.0),
-        ("NVIDIA GeForce RTX 3080", 2480.0, 150.0),
-    )
-]
+PUBLISHED = load_toml(__package__, "published")["published"]
 """Published figures shown beside the measured ones; never mixed with them."""
 
-R, _AUTO, _BOTH = MIN_REPEATS, ("auto",), ("auto", "fp32")
-# suite -> {argument: (with --quick, without)}; every compared figure gets at least
-# MIN_REPEATS interleaved rounds. Each suite is ``run_SUITE_suite`` in its module.
-_RUNNERS = {
-    "device": {"quick": (True, False), "repeats": (R, 5)},
-    "env": {"steps": (100, 400), "repeats": (R, 5)},
-    "replay": {"capacity": (2**18, 2**20), "iters": (50, 200), "repeats": (R, 5)},
-    "learner": {"batches": ((32, 128), (32, 128, 512)), "iters": (3, 10), "repeats": (R, R)},
-    "dqn": {
-        "batches": ((128,), (32, 128)),
-        "iters": (15, 60),
-        "repeats": (R, R),
-        "precisions": (_AUTO, _BOTH),
-    },
-    "ppo": {"iters": (1, 3), "repeats": (R, R), "precisions": (_AUTO, _BOTH)},
-    "classic": {"iters": (2, 4), "repeats": (3, 7)},
-    "rollout": {"rounds": (2, 4), "repeats": (R, R)},
-    "allreduce": {"max_bytes": (16 * 2**20, 256 * 2**20), "iters": (5, 10)},
-    "contention": {"seconds": (6.0, 20.0), "repeats": (R, R)},
-}
+_RUNNERS = load_toml(__package__, "suites")
+"""suite -> {argument: [with --quick, without]}, in running order (``suites.toml``)."""
 SUITES = tuple(_RUNNERS)
+_MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allreduce": "distributed"}
 
 
 def suite_function(suite: str):
-    """``run_SUITE_suite`` of the suite's module (``classic`` lives with ``ppo``)."""
-    module = importlib.import_module(f"rlamd.bench.{'ppo' if suite == 'classic' else suite}")
-    return getattr(module, f"run_{suite}_suite")
+    """``run_SUITE_suite`` of the suite's module (by default ``rlamd/bench/SUITE.py``)."""
+    module = _MODULES.get(suite, suite)
+    return getattr(importlib.import_module(f"rlamd.bench.{module}"), f"run_{suite}_suite")
 
 
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
@@ -101,12 +69,9 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
         for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
             parts = [f.name.split("/", 1)[-1] for f in figs]
             grey = [p.split("/")[0].startswith(others) and not p.startswith("rlamd") for p in parts]
-            ax.barh(
-                parts,
-                [f.median for f in figs],
-                color=["#7f8c8d" if g else "#c0392b" for g in grey],
-                xerr=[[f.median - f.min for f in figs], [f.max - f.median for f in figs]],
-            )
+            colours = ["#7f8c8d" if g else "#c0392b" for g in grey]
+            spread = [[f.median - f.min for f in figs], [f.max - f.median for f in figs]]
+            ax.barh(parts, [f.median for f in figs], color=colours, xerr=spread)
             ax.set_xlabel(unit)
             ax.invert_yaxis()
             ax.grid(axis="x", alpha=0.3)
@@ -118,23 +83,13 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
 def _parse_args(argv: list[str]) -> argparse.Namespace:
     """The command line, with unknown suite names refused (naming the nearest)."""
     p = argparse.ArgumentParser(prog="python -m rlamd.bench", description=__doc__.split("\n\n")[1])
-    p.add_argument(
-        "suites",
-        nargs="*",
-        default=[],
-        help=f"any of: {', '.join(SUITES)} (default: "
-        "all); or race ENV --target SCORE, a race to a score (race --help)",
-    )
-    p.add_argument(
-        "--quick",
-        action="store_true",
-        help="fewer steps and repeats (each suite "
-        "under two minutes on a 2-core CPU; contention about five)",
-    )
+    what = f"any of: {', '.join(SUITES)} (default: all); or race ENV --target SCORE, a race to "
+    p.add_argument("suites", nargs="*", default=[], help=what + "a score (race --help)")
+    what = "fewer steps and repeats (each suite under two minutes on a 2-core CPU; contention "
+    p.add_argument("--quick", action="store_true", help=what + "about five)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
-    p.add_argument(
-        "--out", default="bench-out", help="folder for results.json and charts (default: bench-out)"
-    )
+    what = "folder for results.json and charts (default: bench-out)"
+    p.add_argument("--out", default="bench-out", help=what)
     peer_arguments(p, f"skip the peers ({', '.join(p.name for p in peers())}) even when installed")
     args = p.parse_args(argv)
     for s in (s for s in args.suites if s not in SUITES):
@@ -148,17 +103,12 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
     if "dqn" not in results:
         return
     print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
-    ours = [
-        f
-        for f in results["dqn"]
-        if f.name.startswith("dqn/rlamd") and f.name.endswith("/b128/iterations")
-    ]
+    ours = [f for f in results["dqn"] if re.fullmatch(r"dqn/rlamd[^/]*/b128/iterations", f.name)]
     for pub in PUBLISHED:
-        mine = (
-            f"; rlamd here: {ours[0].median:,.1f} it/s ({ours[0].median / pub['median']:.3f}x)"
-            if ours
-            else ""
-        )
+        mine = ""
+        if ours:
+            mine = f"; rlamd here: {ours[0].median:,.1f} it/s "
+            mine += f"({ours[0].median / pub['median']:.3f}x)"
         print(f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} it/s{mine}")
 
 
@@ -169,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return race_main(argv[1:])
     args = _parse_args(argv)
-    from rlamd.device import DeviceError, resolve_device
-    from rlamd.hostalloc import tune_host_allocator
-
     tune_host_allocator()
     try:
         device = resolve_device(args.device)

@@ -1,9 +1,8 @@
-"""The child processes the bench starts: a thread budget, JSON lines back, a sure stop.
+"""The bench's child processes: a thread budget, JSON lines back, a sure stop.
 
-Race contenders, contention conditions and peers under their own interpreter all run as
-children, so their library state (OpenMP wait policy, torch threads, pinned versions) is
-their own. A child answers with JSON lines on stdout; everything else it writes goes to its
-log. :func:`stop` never leaves one running: SIGINT first (rlamd checkpoints), then SIGKILL.
+Race contenders, contention conditions and peers under their own interpreter run as
+children, so their library state (OpenMP wait policy, torch threads, versions) is their
+own. :func:`stop` never leaves one running: SIGINT first (rlamd checkpoints), then SIGKILL.
 """
 
 from __future__ import annotations
@@ -45,11 +44,8 @@ def stop(proc: subprocess.Popen, grace: float, group: bool = False) -> None:
 
 
 class Child:
-    """``cmd`` with its JSON stdout lines queued as (monotonic time, dict) by a thread.
-
-    ``group``: its own process group (so :meth:`signal` reaches its workers too); else it
-    stays in the caller's, where a race's signal to the group reaches it.
-    """
+    """``cmd`` with its JSON stdout lines queued as (monotonic time, dict); ``group``: in its
+    own process group (:meth:`signal` reaches its workers), else the caller's (a race's)."""
 
     def __init__(
         self,
@@ -62,16 +58,9 @@ class Child:
     ) -> None:
         self.log_path = log or Path(tempfile.mkstemp(prefix="rlamd-child-", suffix=".log")[1])
         self.log = open(self.log_path, "w", encoding="utf-8", buffering=1)
-        pipe = subprocess.PIPE
-        self.proc = subprocess.Popen(
-            cmd,
-            stdin=pipe if stdin else None,
-            stdout=pipe,
-            stderr=self.log,
-            text=True,
-            env=env,
-            start_new_session=group,
-        )
+        pipes = {"stdin": subprocess.PIPE if stdin else None, "stdout": subprocess.PIPE}
+        opts = {"stderr": self.log, "text": True, "env": env, "start_new_session": group}
+        self.proc = subprocess.Popen(cmd, **pipes, **opts)
         self.group, self.lines = group, queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 

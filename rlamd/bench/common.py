@@ -10,17 +10,19 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
 
-from .peer import Peer, PeerUnavailable, peers
+from rlamd.device import describe_device
+from rlamd.precision import resolve_precision
+
+from .peer import Peer, PeerUnavailable, load_toml, peers
 
 __all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
 
-MIN_REPEATS = 3
-"""Timed repeats the command line gives every compared figure (interleaved A B A B ...)."""
+MIN_REPEATS = 3  # timed rounds the command line gives every compared figure
 
 
 def sync(device: torch.device | str | None) -> None:
@@ -62,15 +64,15 @@ class Figure:
 
 @dataclass(frozen=True)
 class Contender:
-    """One thing :func:`interleave` times: a figure's name and unit, and one repeat."""
+    """One thing :func:`interleave` times: a figure's name and unit, ``run`` one timed repeat
+    returning the figure's value (see :func:`timed`), ``warmup`` what runs untimed before
+    the first round (default: ``run``)."""
 
     name: str
     unit: str
     run: Callable[[], float]
-    """One timed repeat; returns the figure's value for it (see :func:`timed`)."""
     meta: dict[str, Any] = field(default_factory=dict)
     warmup: Callable[[], object] | None = None
-    """Called before the first round instead of ``run`` (default: ``run``, untimed)."""
 
 
 def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> Callable[[], float]:
@@ -115,18 +117,10 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
     return out
 
 
-def measure(
-    name: str,
-    unit: str,
-    fn: Callable[[], float],
-    *,
-    repeats: int = 5,
-    device: Any = None,
-    per: str = "rate",
-    **meta: Any,
-) -> Figure:
-    """One figure alone: :func:`interleave` with a single contender timing ``fn``."""
-    run = timed(fn, device=device, per=per)
+def measure(name: str, unit: str, fn: Callable[[], float], repeats: int = 5, **meta: Any) -> Figure:
+    """One figure alone: :func:`interleave` with one contender timing ``fn`` (``device`` and
+    ``per`` in ``meta`` go to :func:`timed`)."""
+    run = timed(fn, device=meta.pop("device", None), per=meta.pop("per", "rate"))
     return interleave([Contender(name, unit, run, meta)], repeats=repeats)[0]
 
 
@@ -139,12 +133,12 @@ class Ratio:
     high: float
     rounds: tuple[float, ...]
 
-    def text(self) -> str:
+    def text(self, x: str = "x") -> str:
         """``1.55x (1.40-1.62)``: the median ratio and the range over rounds."""
-        return f"{self.median:.2f}x ({self.low:.2f}-{self.high:.2f})"
+        return f"{self.median:.2f}{x} ({self.low:.2f}-{self.high:.2f})"
 
     def cell(self) -> str:
-        return f"{self.median:.2f} ({self.low:.2f}-{self.high:.2f})"
+        return self.text("")
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
@@ -183,9 +177,8 @@ def peer_lines(base: Figure, peer_figs: list, what: str, head: str = "") -> list
     lines = []
     for peer, f in peer_figs:
         r = ratio(base, f, f"ratio_to_{peer.name}")
-        lines.append(
-            f"{head}{r.median:.2f}x {peer.label}'s {what} (rounds {r.low:.2f}-{r.high:.2f})"
-        )
+        rounds = f"rounds {r.low:.2f}-{r.high:.2f}"
+        lines.append(f"{head}{r.median:.2f}x {peer.label}'s {what} ({rounds})")
     return lines
 
 
@@ -203,22 +196,34 @@ def report(head: str, rows: list, header: tuple[str, ...], lines: list[str] = ()
 
 def distinct_precisions(precisions: tuple[str, ...], device: torch.device | str) -> list[str]:
     """``precisions`` resolved on ``device`` (``auto`` -> bf16, fp16 or fp32), each once."""
-    from rlamd.device import describe_device
-    from rlamd.precision import resolve_precision
-
     device = torch.device(device)
     native = describe_device(device).bf16
     return list(dict.fromkeys(resolve_precision(p, device, native) for p in precisions))
 
 
+def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
+    """rlamd's training loop and agent as ``python -m rlamd.train`` builds them from ``train``
+    (``TrainConfig`` fields); DQN's replay (50k, ``dqn`` fields) filled with ``warm`` steps."""
+    from rlamd.agents.dqn import DQNConfig
+    from rlamd.algos import build_agent, get_algorithm
+    from rlamd.collector import Collector
+    from rlamd.config.sections import RunConfig, TrainConfig
+    from rlamd.envs import make_env
+
+    t = TrainConfig(**{"steps": 10**7, **train})
+    cfg = RunConfig(t, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000, **dqn))
+    device, env = torch.device(t.device), make_env(t.env, num_envs=t.num_envs, threads=t.threads)
+    agent, collector = build_agent(cfg, device, env), Collector(env, device, seed=0)
+    loop = get_algorithm(t.algo).local_loop(cfg, collector, agent, 0, lambda _line: None)
+    while t.algo == "dqn" and loop.step < warm:
+        loop.iterate()
+    return loop, agent
+
+
 def machine_info(device: torch.device) -> dict[str, Any]:
     """The machine, its software versions and the device, for a results file."""
-    from rlamd.device import describe_device
-
-    info = describe_device(device)
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "platform": platform.platform(),
+    info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
+    return {"date": when, "platform": platform.platform()} | {
         "processor": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
@@ -251,27 +256,6 @@ def save_chart(fig: Any, path: Any) -> str:
     return str(path)
 
 
-# Host calls that queue GPU work (CUDA and HIP names; Triton launches through the driver).
-_LAUNCH_CALLS = (
-    "LaunchKernel",
-    "GraphLaunch",
-    "MemcpyAsync",
-    "MemsetAsync",
-    "hipMemcpy",
-    "cudaMemcpy",
-    "hipMemset",
-    "cudaMemset",
-)
-# Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU.
-_NO_WORK = frozenset(
-    "aten::" + n
-    for n in "empty empty_strided empty_like as_strided as_strided_ view _reshape_alias reshape "
-    "resize_ resolve_conj resolve_neg _nnpack_available detach detach_ alias t transpose permute "
-    "expand unsqueeze squeeze select slice lift_fresh to _to_copy set_ result_type is_nonzero "
-    "unbind split chunk narrow flatten contiguous numpy_T item _local_scalar_dense squeeze_".split()
-)
-
-
 @dataclass
 class StepCost:
     """What one call of a step costs. On the CPU ``kernels`` and ``launches`` count leaf
@@ -287,6 +271,15 @@ class StepCost:
         """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
         vals = (self.kernels, self.launches, self.host_us, self.device_us)
         return tuple("-" if x is None else f"{x:,.0f}" for x in vals)
+
+
+def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
+    """The step-cost table: ``columns``, then what :meth:`StepCost.cells` gives."""
+    gpu = torch.device(device).type == "cuda"
+    unit, ran = ("kernels", "GPU kernels run") if gpu else ("ops", "leaf ATen ops doing work")
+    head = f"per {what} on {device} (torch.profiler; {unit}: {ran}; launches: host "
+    head += "submissions; host µs: time to issue it)"
+    report(head, rows, (*columns, unit, "launches", "host µs", "device µs"), lines)
 
 
 def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10) -> StepCost:
@@ -308,20 +301,16 @@ def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10
             repeat(fn, n)()
             sync(device)
             prof.step()
-    events = prof.events()
+    events, names = prof.events(), load_toml(__package__, "profiler")
     if not gpu:
-        leaves = [
-            e
-            for e in events
-            if e.name.startswith("aten::")
-            and e.name not in _NO_WORK
-            and not any(c.name.startswith("aten::") for c in e.cpu_children)
-        ]
+        no_work = {f"aten::{n}" for n in names["no_work"]}
+        aten = [e for e in events if e.name.startswith("aten::") and e.name not in no_work]
+        leaves = [e for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)]
         return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
     on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
     kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
     host = [e for e in events if e.device_type == DeviceType.CPU]
-    launches = sum(any(k in e.name for k in _LAUNCH_CALLS) for e in host) / iters
+    launches = sum(any(k in e.name for k in names["launch_calls"]) for e in host) / iters
     if not on_gpu:
         return StepCost(launches, None, host_us, None)
     device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters

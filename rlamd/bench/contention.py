@@ -1,15 +1,14 @@
 """PPO and DQN throughput alone and beside one busy single-threaded process.
 
 A second process on the machine (TensorBoard, an evaluation, another run) should cost rlamd
-about its share of the cores, not most of its throughput. Every figure is measured in a
-child interpreter (``python -m rlamd.bench.contention --serve ALGO MODE``), because the
-OpenMP wait policy is fixed when torch loads; each child is built once and measures a
-window when asked, and the parent interleaves the windows (every condition alone and beside
-the neighbour once per round). Conditions: ``rlamd (budget)``, the thread plan of
-:mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the same loop
-with the libraries' own defaults; every peer in the ``contention`` measurement. Workloads
-(Breakout, Nature CNN, CPU): PPO 8 envs x 128 steps, 4 epochs x 4 minibatches; DQN 8 envs,
-batch 32, one update per 4 env steps, prioritized replay, after a short warm-up fill.
+about its share of the cores, not most of its throughput. Each condition runs in its own
+child (``python -m rlamd.bench.contention --serve ALGO MODE``: the OpenMP wait policy is
+fixed when torch loads), built once; the parent interleaves its windows, every condition
+alone and beside the neighbour once per round. Conditions: ``rlamd (budget)``, the thread
+plan of :mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the
+same loop with the libraries' own defaults; every peer in ``contention``. Workloads
+(Breakout, CPU): PPO 8 envs x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, one update
+per 4 env steps, prioritized replay, after a short warm-up fill.
 """
 
 from __future__ import annotations
@@ -22,25 +21,18 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 from .child import Child
-from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report
+from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report, rlamd_loop
 
 __all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
 
 GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
 """The busy neighbour: one single-threaded process that never sleeps."""
-_THREAD_VARS = (
-    "OMP_WAIT_POLICY",
-    "KMP_BLOCKTIME",
-    "GOMP_SPINCOUNT",
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "NUMBA_NUM_THREADS",
-)
+_THREAD_VARS = "OMP_WAIT_POLICY KMP_BLOCKTIME GOMP_SPINCOUNT OMP_NUM_THREADS MKL_NUM_THREADS"
+_THREAD_VARS += " NUMBA_NUM_THREADS"
 
 
 @contextmanager
@@ -55,7 +47,7 @@ def busy_neighbour(active: bool = True) -> Iterator[subprocess.Popen | None]:
             proc.wait()
 
 
-def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
+def _build(algo: str, mode: str, env_name: str = GAME, num_envs: int = NUM_ENVS, warm: int = 1000):
     """(iterate() -> env steps, close, thread line) for one condition, in this process."""
     import torch
 
@@ -64,12 +56,6 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         from .peer import get
 
         return (*get(mode).contention(algo, num_envs, warm), line)
-    from rlamd.agents.dqn import DQNConfig
-    from rlamd.algos import build_agent, get_algorithm
-    from rlamd.collector import Collector
-    from rlamd.config.sections import RunConfig, TrainConfig
-    from rlamd.envs import make_env
-
     threads = None
     if mode == "budget":
         from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
@@ -78,23 +64,8 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         apply_threads(plan)
         threads, watch = plan.env_threads, LoadWatch(plan)
         line = describe(plan).removeprefix("rlamd: ") + "; torch threads follow the load"
-    cpu, env = torch.device("cpu"), make_env(env_name, num_envs=num_envs, threads=threads)
-    train = TrainConfig(
-        env=env_name,
-        algo=algo,
-        num_envs=num_envs,
-        device="cpu",
-        precision="fp32",
-        steps=10**7,
-        threads=threads,
-    )
-    cfg = RunConfig(train=train, dqn=replace(DQNConfig(), learning_starts=warm, buffer_size=50_000))
-    collector = Collector(env, cpu, seed=0)
-    loop = get_algorithm(algo).local_loop(
-        cfg, collector, build_agent(cfg, cpu, env), 0, lambda _: None
-    )
-    while loop.step < warm and algo == "dqn":
-        loop.iterate()
+    train = {"env": env_name, "algo": algo, "num_envs": num_envs, "threads": threads}
+    loop, _ = rlamd_loop(train | {"device": "cpu", "precision": "fp32"}, warm)
 
     def iterate() -> int:
         if mode == "budget":
@@ -103,7 +74,7 @@ def _build(algo: str, mode: str, env_name: str, num_envs: int, warm: int):
         loop.iterate()
         return loop.step - before
 
-    return iterate, collector.close, line
+    return iterate, loop.collector.close, line
 
 
 def _window(iterate, seconds: float) -> float:
@@ -115,32 +86,22 @@ def _window(iterate, seconds: float) -> float:
     return done / (time.perf_counter() - t0)
 
 
-def run_child(
-    algo: str,
-    mode: str,
-    seconds: float,
-    *,
-    env_name: str = GAME,
-    num_envs: int = NUM_ENVS,
-    warm: int = 1_000,
-    chunks: int = 3,
-) -> dict[str, Any]:
-    """One condition in this process: ``{"rates": [env steps/s per window], "threads": ...}``."""
-    iterate, close, line = _build(algo, mode, env_name, num_envs, warm)
+def run_child(algo: str, mode: str, seconds: float, chunks: int = 3, **opts: Any) -> dict:
+    """One condition in this process (``opts``: ``env_name``, ``num_envs``, ``warm``):
+    ``{"rates": [env steps/s per window], "threads": ...}``."""
+    iterate, close, line = _build(algo, mode, **opts)
     try:
-        return {
-            "rates": [_window(iterate, seconds / chunks) for _ in range(chunks)],
-            "threads": line,
-        }
+        rates = [_window(iterate, seconds / chunks) for _ in range(chunks)]
     finally:
         close()
+    return {"rates": rates, "threads": line}
 
 
 class _Child:
     """One condition's child process, built once and asked for a window at a time."""
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
+        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS.split()}
         if mode == "budget":
             from rlamd.threads import OPENMP_ENV
 
@@ -178,20 +139,13 @@ def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
 
         return run
 
+    meta = {"algo": algo, "seconds": window, "env": env_name, "cores": cores_available()}
     contenders = [
         Contender(
             f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
             "env steps/s",
             once(mode, busy),
-            {
-                "algo": algo,
-                "mode": mode,
-                "neighbour": busy,
-                "threads": child.threads,
-                "seconds": window,
-                "env": env_name,
-                "cores": cores_available(),
-            },
+            meta | {"mode": mode, "neighbour": busy, "threads": child.threads},
         )
         for mode, child in children.items()
         for busy in (False, True)
@@ -211,7 +165,6 @@ def run_contention_suite(
     """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
     and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone per
     round (median, and ``ratio_range``). Peers play Breakout only."""
-
     notes = [] if notes is None else notes
     names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
     for peer, _ in each_peer("contention", peers, notes, lambda p: p):
@@ -234,17 +187,9 @@ def run_contention_suite(
                 child.close()
         figures += got
         for alone, busy in zip(got[::2], got[1::2], strict=True):
-            r = ratio(busy, alone, "ratio")
-            rows.append(
-                (
-                    algo,
-                    names[busy.meta["mode"]],
-                    f"{alone.median:,.0f}",
-                    f"{busy.median:,.0f}",
-                    r.cell(),
-                    alone.meta["threads"],
-                )
-            )
+            r, who = ratio(busy, alone, "ratio"), names[busy.meta["mode"]]
+            cells = (f"{alone.median:,.0f}", f"{busy.median:,.0f}", r.cell(), alone.meta["threads"])
+            rows.append((algo, who, *cells))
     _report(figures, rows, algos, env_name, seconds, repeats)
     return figures
 
@@ -254,12 +199,9 @@ def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -
 
     by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
     pairs = [(a, by.get(("budget", a, False)), by.get(("untuned", a, False))) for a in algos]
-    lines = [
-        f"{a}: alone, budget / untuned = {ratio(new, old).text()} (the thread budget must "
-        "not cost throughput)"
-        for a, new, old in pairs
-        if new and old
-    ]
+    why = "(the thread budget must not cost throughput)"
+    ok = [(a, new, old) for a, new, old in pairs if new and old]
+    lines = [f"{a}: alone, budget / untuned = {ratio(n, o).text()} {why}" for a, n, o in ok]
     head = (
         f"contention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
         f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
@@ -271,7 +213,7 @@ def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -
 
 def _serve(algo: str, mode: str, env_name: str) -> None:
     """Build once, say ``{"threads": ...}``, then one JSON line per ``measure SECONDS``."""
-    iterate, close, line = _build(algo, mode, env_name, NUM_ENVS, 1_000)
+    iterate, close, line = _build(algo, mode, env_name)
     try:
         print(json.dumps({"ready": True, "threads": line}), flush=True)
         for command in sys.stdin:

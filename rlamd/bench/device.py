@@ -1,12 +1,18 @@
-"""The ceilings: copy bandwidths and matmul TFLOP/s per precision (like rocm-bandwidth-test)."""
+"""The ceilings. ``device``: copy bandwidths and matmul TFLOP/s per precision (like
+rocm-bandwidth-test). ``env``: env steps/s of ``make_env`` against raw
+``ale_py.vector_env.AtariVectorEnv``; rlamd's bookkeeping, life-loss and reward clipping
+must keep >= 0.9 of its speed (same game and preprocessing, one process, interleaved)."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
-from .common import Figure, measure, repeat, report
+from rlamd.envs import AtariConfig, make_env
 
-__all__ = ["run_device_suite"]
+from .common import Contender, Figure, interleave, measure, ratio, repeat, report, timed
+
+__all__ = ["raw_env", "run_device_suite", "run_env_suite", "stepping"]
 
 
 def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, repeats: int = 5):
@@ -25,39 +31,66 @@ def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, re
         ("device->host", host, dev_a),
         ("device->device", dev_b, dev_a),
     ):
-        copy = repeat(
-            lambda dst=dst, src=src: dst.copy_(src, non_blocking=True), 5, 5 * n * 4 / 1e9
-        )
-        figures.append(
-            measure(
-                f"device/bandwidth/{name}",
-                "GB/s",
-                copy,
-                repeats=repeats,
-                device=device,
-                bytes=n * 4,
-            )
-        )
+        copy = repeat(lambda d=dst, s=src: d.copy_(s, non_blocking=True), 5, 5 * n * 4 / 1e9)
+        opts = {"repeats": repeats, "device": device, "bytes": n * 4}
+        figures.append(measure(f"device/bandwidth/{name}", "GB/s", copy, **opts))
     size = (2048 if quick else 4096) if gpu else (1024 if quick else 2048)
     reps = 20 if gpu else 3
-    for label, dtype in (
-        ("fp32", torch.float32),
-        ("bf16", torch.bfloat16),
-        ("fp16", torch.float16),
-    ):
+    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+    for label, dtype in dtypes.items():
         if gpu or label != "fp16":
             a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
             mm = repeat(lambda a=a, b=b: torch.mm(a, b), reps, reps * 2 * size**3 / 1e12)
-            figures.append(
-                measure(
-                    f"device/matmul/{label}",
-                    "TFLOP/s",
-                    mm,
-                    repeats=repeats,
-                    device=device,
-                    size=size,
-                )
-            )
+            opts = {"repeats": repeats, "device": device, "size": size}
+            figures.append(measure(f"device/matmul/{label}", "TFLOP/s", mm, **opts))
     rows = [(f.name.removeprefix("device/"), f"{f.median:,.3f}", f.unit) for f in figures]
     report(f"device: {device} (median of {repeats})", rows, ("figure", "median", "unit"))
+    return figures
+
+
+def raw_env(game: str, n: int):
+    """ale-py's vector env with rlamd's Atari preprocessing, no reward clipping or life loss."""
+    from ale_py.vector_env import AtariVectorEnv
+
+    cfg = AtariConfig()
+    opts = {"noop_max": cfg.noop_max, "frameskip": cfg.frame_skip, "stack_num": cfg.frame_stack}
+    opts |= {"num_threads": 0, "autoreset_mode": "SameStep"}
+    return AtariVectorEnv(game, n, reward_clipping=False, episodic_life=False, **opts)
+
+
+def stepping(env, actions: list, work: int):
+    def run() -> int:
+        for a in actions:
+            env.step(a)
+        return work
+
+    return run
+
+
+def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") -> list[Figure]:
+    figures, rows = [], []
+    for n in (8, 16):
+        # Same thread count for both: ALE's default of 0 lets the C++ env pick.
+        envs = {
+            "raw_ale": raw_env(game, n),
+            "rlamd": make_env(game, n, atari=AtariConfig(num_threads=0)),
+        }
+        rng = np.random.default_rng(0)
+        actions = [rng.integers(0, 4, n) for _ in range(steps)]
+        contenders = []
+        for who, env in envs.items():
+            env.reset(seed=0)
+            run = timed(stepping(env, actions, steps * n))
+            contenders.append(Contender(f"env/{who}/{n}", "env steps/s", run, {"num_envs": n}))
+        raw, ours = interleave(contenders, repeats=repeats)
+        r = ratio(ours, raw, "ratio_to_raw")
+        figures += [raw, ours]
+        rows.append((str(n), f"{raw.median:,.0f}", f"{ours.median:,.0f}", r.cell()))
+        for env in envs.values():
+            env.close()
+    head = (
+        f"env: {game}, env steps/s (median of {repeats} interleaved rounds, {steps} vector "
+        "steps each; ratio: median per round, min-max)"
+    )
+    report(head, rows, ("num_envs", "raw AtariVectorEnv", "rlamd make_env", "ratio"))
     return figures

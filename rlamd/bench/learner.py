@@ -1,9 +1,6 @@
-"""Learner throughput without envs, per precision, eager and (on GPUs) CUDA/HIP graph:
-DQN updates/s on synthetic Atari batches (``agent.update_on``), the DQN learn step from a
-prioritized replay (``agent.learn``: sample, update, target sync, priority write) at the
-largest batch, and PPO minibatch updates/s, with what one learn step costs
-(:func:`rlamd.bench.common.step_cost`). The variants of one figure are interleaved.
-"""
+"""Learner updates/s without envs, per precision, eager and (on GPUs) graph-captured: DQN
+on synthetic Atari batches (``update_on``), its learn step from prioritized replay at the
+largest batch (``learn``), PPO minibatches; with each learn step's cost (``step_cost``)."""
 
 from __future__ import annotations
 
@@ -14,12 +11,22 @@ from typing import Any
 import numpy as np
 import torch
 
-from .common import Contender, Figure, interleave, repeat, report, step_cost, timed
+from rlamd.agents.dqn import DQN, DQNConfig
+from rlamd.agents.ppo import PPO, PPOConfig, PPORows
+from rlamd.algos.dqn import capture_dqn
+from rlamd.algos.ppo import capture_ppo
+from rlamd.device import describe_device
+from rlamd.graphs import graphs_enabled
+from rlamd.precision import Precision
+from rlamd.replay import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
+
+from .common import Contender, Figure, interleave, repeat, report, report_costs, step_cost, timed
 
 __all__ = ["filled_replay", "run_learner_suite"]
 
 WARM = 5
 """Calls before timing: more than the capture's warm-up, so graphs are captured first."""
+_ATARI = ((4, 84, 84), 4)  # observation shape, actions
 
 
 def filled_replay(
@@ -33,23 +40,10 @@ def filled_replay(
 ):
     """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps,
     prioritized (alpha 0.5) or uniform; ``options`` go to the buffer (``backend`` ...)."""
-    from rlamd.replay import PrioritizedReplayBuffer, ReplayBuffer
-
+    kind, options = ReplayBuffer, {"frame_stack": 4, "num_actions": 4, "n_step": 3, **options}
     if prioritized:
-        options = {"alpha": 0.5, **options}
-    kind = PrioritizedReplayBuffer if prioritized else ReplayBuffer
-    buf = kind(
-        capacity,
-        8,
-        (4, 84, 84),
-        torch.uint8,
-        frame_stack=4,
-        num_actions=4,
-        n_step=3,
-        device=device,
-        seed=seed,
-        **options,
-    )
+        kind, options = PrioritizedReplayBuffer, {"alpha": 0.5, **options}
+    buf = kind(capacity, 8, _ATARI[0], torch.uint8, device=device, seed=seed, **options)
     rng = np.random.default_rng(seed)
     z = np.zeros(8, dtype=bool)
     frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
@@ -61,28 +55,24 @@ def filled_replay(
 
 def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
     """rlamd's DQN or PPO on Atari shapes, captured with graph ``mode`` (None: not at all)."""
-    from rlamd.agents.dqn import DQN, DQNConfig
-    from rlamd.agents.ppo import PPO, PPOConfig
-    from rlamd.algos.dqn import capture_dqn
-    from rlamd.algos.ppo import capture_ppo
-    from rlamd.graphs import graphs_enabled
-    from rlamd.precision import Precision
-
     p, graphs = Precision(precision, device), graphs_enabled(mode or "off", device)
     if kind == "ppo":
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        return capture_ppo(PPO(cfg, (4, 84, 84), 4, device, p, capturable=graphs), mode)
+        return capture_ppo(PPO(cfg, *_ATARI, device, p, capturable=graphs), mode)
     if mode is None:
-        return DQN(DQNConfig(), (4, 84, 84), 4, device, p)
-    return capture_dqn(DQN(DQNConfig(), (4, 84, 84), 4, device, p, capturable=graphs), mode)
+        return DQN(DQNConfig(), *_ATARI, device, p)
+    return capture_dqn(DQN(DQNConfig(), *_ATARI, device, p, capturable=graphs), mode)
+
+
+def _warmed(step):
+    repeat(step, WARM)()
+    return step
 
 
 class _Suite:
     """One suite run: its tensors' generator, the figures and the rows it collects."""
 
     def __init__(self, device: torch.device, iters: int, repeats: int) -> None:
-        from rlamd.device import describe_device
-
         self.device, self.iters, self.repeats = device, iters, repeats
         self.g = torch.Generator(device=device).manual_seed(0)
         self.rows, self.figures, self.costs = [], [], []
@@ -94,18 +84,17 @@ class _Suite:
         self.variants = [(p, m) for p in self.precisions for m in modes]
 
     def frames(self, n: int) -> torch.Tensor:
-        return torch.randint(
-            0, 255, (n, 4, 84, 84), dtype=torch.uint8, device=self.device, generator=self.g
-        )
+        shape, d = (n, *_ATARI[0]), self.device
+        return torch.randint(0, 255, shape, dtype=torch.uint8, device=d, generator=self.g)
 
     def ints(self, n: int) -> torch.Tensor:
         return torch.randint(0, 4, (n,), device=self.device, generator=self.g)
 
     def time(self, label: str, built: list, cost: bool) -> None:
         """Interleave ``(name, meta, step)``; a table row per figure (and a step-cost row)."""
-        d = self.device
+        d, n = self.device, self.iters
         contenders = [
-            Contender(name, "updates/s", timed(repeat(step, self.iters), device=d), meta)
+            Contender(name, "updates/s", timed(repeat(step, n), device=d), meta)
             for name, meta, step in built
         ]
         for f, (_, m, step) in zip(
@@ -121,71 +110,39 @@ class _Suite:
 
     def dqn(self, b: int, buf: Any) -> None:
         """DQN updates on a synthetic batch of ``b``; with ``buf``, learn steps from it."""
-        from rlamd.replay import ReplayBatch
-
         d, randn = self.device, torch.randn(b, device=self.device, generator=self.g)
-        data = ReplayBatch(
-            self.frames(b),
-            self.ints(b),
-            randn,
-            self.frames(b),
-            torch.full((b,), 0.97, device=d),
-            torch.ones(b, device=d),
-            torch.arange(b, device=d),
-        )
-        meta = {"batch": b, "device": str(d)}
-        self.time(
-            "DQN update",
-            [
-                (
-                    f"learner/dqn/{p}/b{b}",
-                    {"precision": p, **meta},
-                    partial(_agent("dqn", p, None, d).update_on, data),
-                )
-                for p in self.precisions
-            ],
-            False,
-        )
-        if buf is not None:
-            built = []
-            for p, mode in self.variants:
-                agent = _agent("dqn", p, mode, d)
-                m = {
-                    "precision": p,
-                    "batch": b,
-                    "graph": mode,
-                    "captured": agent.learn_step.captured,
-                }
-                step = _warmed(partial(agent.learn, buf, b, 0.5))
-                built.append((f"learner/dqn_learn/{p}/b{b}/graph_{mode}", m, step))
-            self.time("DQN learn step (replay)", built, True)
+        obs, actions, next_obs = self.frames(b), self.ints(b), self.frames(b)
+        gamma, ones = torch.full((b,), 0.97, device=d), torch.ones(b, device=d)
+        data = ReplayBatch(obs, actions, randn, next_obs, gamma, ones, torch.arange(b, device=d))
+        meta, built = {"batch": b, "device": str(d)}, []
+        for p in self.precisions:
+            step = partial(_agent("dqn", p, None, d).update_on, data)
+            built.append((f"learner/dqn/{p}/b{b}", {"precision": p, **meta}, step))
+        self.time("DQN update", built, False)
+        if buf is None:
+            return
+        built = []
+        for p, mode in self.variants:
+            agent = _agent("dqn", p, mode, d)
+            m = {"precision": p, "batch": b, "graph": mode, "captured": agent.learn_step.captured}
+            step = _warmed(partial(agent.learn, buf, b, 0.5))
+            built.append((f"learner/dqn_learn/{p}/b{b}/graph_{mode}", m, step))
+        self.time("DQN learn step (replay)", built, True)
 
     def ppo(self, mb: int = 256) -> None:
         """PPO minibatch updates (256: 8 envs x 128 steps / 4 minibatches)."""
-        from rlamd.agents.ppo import PPORows
-
         d, z = self.device, torch.zeros(mb, device=self.device)
-        frames, ints = self.frames(mb), self.ints(mb)
-        rows = PPORows(
-            frames, ints, z, z.clone(), torch.randn(mb, device=d, generator=self.g), z.clone()
-        )
-        self.time(
-            "PPO minibatch",
-            [
-                (
-                    f"learner/ppo/{p}/mb{mb}/graph_{mode}",
-                    {"precision": p, "batch": mb, "graph": mode},
-                    _warmed(partial(_agent("ppo", p, mode, d).learn, rows)),
-                )
-                for p, mode in self.variants
-            ],
-            True,
-        )
-
-
-def _warmed(step):
-    repeat(step, WARM)()
-    return step
+        advantages = torch.randn(mb, device=d, generator=self.g)
+        rows = PPORows(self.frames(mb), self.ints(mb), z, z.clone(), advantages, z.clone())
+        built = [
+            (
+                f"learner/ppo/{p}/mb{mb}/graph_{mode}",
+                {"precision": p, "batch": mb, "graph": mode},
+                _warmed(partial(_agent("ppo", p, mode, d).learn, rows)),
+            )
+            for p, mode in self.variants
+        ]
+        self.time("PPO minibatch", built, True)
 
 
 def run_learner_suite(
@@ -200,18 +157,7 @@ def run_learner_suite(
         suite.dqn(b, buf if b == max(batches) else None)
     suite.ppo()
     head = f"learner on {device}: Nature CNN, Atari-shaped batches on the device (median of "
-    report(
-        f"{head}{repeats} x {iters})",
-        suite.rows,
-        ("update", "precision", "batch", "graph", "updates/s"),
-    )
-    unit, gpu = ("kernels", True) if device.type == "cuda" else ("ops", False)
-    what = "GPU kernels run" if gpu else "leaf ATen ops doing work"
-    head = f"per learn step on {device} (torch.profiler; {unit}: {what}; launches: host "
-    head += "submissions; host µs: time to issue it)"
-    report(
-        head,
-        suite.costs,
-        ("step", "precision", "batch", "graph", unit, "launches", "host µs", "device µs"),
-    )
+    columns = ("update", "precision", "batch", "graph", "updates/s")
+    report(f"{head}{repeats} x {iters})", suite.rows, columns)
+    report_costs("learn step", device, suite.costs, ("step", "precision", "batch", "graph"))
     return suite.figures

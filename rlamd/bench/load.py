@@ -1,12 +1,10 @@
 """Other processes' load on this machine, sampled before and during a benchmark's timing.
 
-The **CPU other processes used**: the machine's busy time from ``/proc/stat`` less the CPU
-time of this process and every process it started (live ones from ``/proc/PID/stat``,
-reaped ones from their parents' child times), in cores; a neighbour the bench starts on
-purpose is a descendant, so it is not "other" load. The **GPU utilisation** where readable
-(``torch.cuda.utilization``, ``nvidia-smi``, ``rocm-smi`` or ``amd-smi``): before the
-timing it is others' use; during it the bench's own kernels count too, so it is recorded
-but never warned about. Off Linux every CPU figure is None and nothing is warned.
+CPU: the machine's busy time (``/proc/stat``) less this process tree's (live processes from
+``/proc/PID/stat``, reaped ones from their parents' child times), in cores; a neighbour the
+bench starts is in the tree, so not "other". GPU utilisation where ``torch``, ``nvidia-smi``,
+``rocm-smi`` or ``amd-smi`` reads it: only the reading before the timing is others' alone,
+so only it can warn. Off Linux every CPU figure is None.
 """
 
 from __future__ import annotations
@@ -24,10 +22,9 @@ from typing import Any
 
 __all__ = ["BUSY_CORES", "CpuSampler", "LoadMonitor", "LoadReport", "gpu_utilisation", "runnable"]
 
-BUSY_CORES = 0.25
-"""Other processes using more than this many cores on average make the machine busy."""
-BUSY_GPU_PERCENT = 25.0
-"""A GPU more than this % utilised before the timing (by others) makes the machine busy."""
+BUSY_CORES, BUSY_GPU_PERCENT = 0.25, 25.0
+"""The machine is busy when other processes use more cores than this on average, or the
+GPU is more than this % utilised before the timing (by others)."""
 
 _PROC = Path("/proc")
 
@@ -71,22 +68,17 @@ def runnable(proc: Path = _PROC) -> int | None:
 
 
 def _machine_ticks(proc: Path) -> tuple[int, int] | None:
-    """(busy ticks, total ticks) summed over every core."""
-    f = _stat(proc, "cpu ")
-    if f is None:
+    """(busy ticks, total ticks) summed over every core: user nice system idle iowait irq
+    softirq steal (guest time is in user)."""
+    if (f := _stat(proc, "cpu ")) is None:
         return None
-    total = sum(f[:8])  # user nice system idle iowait irq softirq steal; guest is in user
-    return total - f[3] - (f[4] if len(f) > 4 else 0), total
+    return sum(f[:8]) - f[3] - (f[4] if len(f) > 4 else 0), sum(f[:8])
 
 
 class CpuSampler:
-    """Cores' worth of CPU that other processes and this process tree used between samples.
-
-    Each :meth:`sample` returns ``(others, own)`` since the previous one, or None off Linux.
-    Own time is counted per process: a descendant's growth since the last sample, a new
-    descendant's whole time, and for one reaped by a parent in the tree the parent's jump
-    in child time less what was already counted for it.
-    """
+    """:meth:`sample`: ``(others, own)`` cores' worth of CPU since the last sample (None off
+    Linux). Own: each descendant's growth, a new one's whole time, and for one reaped in the
+    tree its parent's jump in child time less what was already counted for it."""
 
     def __init__(self, pid: int | None = None, proc: Path = _PROC) -> None:
         self.pid, self.proc = pid or os.getpid(), proc
@@ -173,14 +165,10 @@ def _mean(xs: list[float]) -> float | None:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """What other processes did to the machine around one timed block.
-
-    ``before``, ``during`` and ``peak``: other processes' cores (mean before the timing,
-    mean over it, highest sample in it; None: unreadable); ``own``: this process tree's
-    cores. ``gpu_before`` (others') and ``gpu_during`` (the bench's own included): GPU
-    utilisation %. ``runnable``: threads ready to run, mean over the samples: above the
-    core count threads wait for a core, and a multi-threaded step waits for its slowest.
-    """
+    """Other processes' cores around one timed block (mean ``before`` it, mean ``during``
+    it, ``peak`` sample; None: unreadable), ``own`` the process tree's; GPU utilisation %
+    ``gpu_before`` (others') and ``gpu_during`` (ours too); ``runnable``: mean threads ready
+    to run (above the cores, a multi-threaded step waits for its slowest thread)."""
 
     cores: int
     before: float | None
@@ -204,17 +192,16 @@ class LoadReport:
         """One line for a busy machine (None when it was quiet or unreadable)."""
         if not self.busy:
             return None
-        during, before, peak = (
-            "?" if x is None else f"{x:.2f}" for x in (self.during, self.before, self.peak)
-        )
+        cpu = ("?" if x is None else f"{x:.2f}" for x in (self.during, self.before, self.peak))
+        during, before, peak = cpu
         gpu = "" if self.gpu_before is None else f"; GPU {self.gpu_before:.0f}% busy before it"
         if self.runnable is not None:
             gpu = f"; {self.runnable:.1f} threads ready to run on average{gpu}"
+        rule = f"others above {self.threshold:g} cores or the GPU above {BUSY_GPU_PERCENT:g}%"
         return (
             f"warning: busy machine during {what}: other processes used {during} of {self.cores}"
             f" cores on average ({before} before the timing, peak {peak}){gpu}; these figures "
-            f"are lower and noisier than on an idle machine (busy: others above "
-            f"{self.threshold:g} cores or the GPU above {BUSY_GPU_PERCENT:g}%)"
+            f"are lower and noisier than on an idle machine (busy: {rule})"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,19 +213,11 @@ class LoadReport:
 
 
 class LoadMonitor:
-    """``with LoadMonitor() as mon: <timed block>``; then ``mon.report`` (a LoadReport).
-
-    Entering samples for ``before_s`` seconds, then a daemon thread samples every
-    ``interval`` seconds until the block ends (GPU ``gpu``, when given, every 2 s).
-    """
+    """``with LoadMonitor() as mon: <timed block>``, then ``mon.report``: samples for
+    ``before_s``, then every ``interval`` s until the block ends (GPU ``gpu`` every 2 s)."""
 
     def __init__(
-        self,
-        before_s: float = 1.0,
-        interval: float = 0.5,
-        *,
-        gpu: int | None = None,
-        proc: Path = _PROC,
+        self, before_s: float = 1.0, interval: float = 0.5, *, gpu: int | None = None, proc=_PROC
     ) -> None:
         self.before_s, self.interval, self.gpu, self.proc = before_s, interval, gpu, proc
         self.report: LoadReport | None = None
@@ -276,17 +255,8 @@ class LoadMonitor:
         whole, last = self._whole.sample(), self._sampler.sample()
         if last is not None and (seconds >= self.interval / 2 or not self._during):
             self._during.append(last)
-        others = [o for o, _ in self._during]
-        self.report = LoadReport(
-            cores=self._sampler.cores,
-            before=None if self._before is None else self._before[0],
-            during=None if whole is None else whole[0],
-            peak=max(others, default=None),
-            own=None if whole is None else whole[1],
-            samples=len(self._during),
-            seconds=round(seconds, 2),
-            gpu_before=self._gpu_before,
-            gpu_during=_mean(self._gpu_during),
-            gpu_source=self._gpu_source,
-            runnable=_mean(self._runnable),
-        )
+        before, (during, own) = (self._before or [None])[0], whole or (None, None)
+        peak, n = max((o for o, _ in self._during), default=None), len(self._during)
+        gpu = (self._gpu_before, _mean(self._gpu_during), self._gpu_source)
+        cpu = (self._sampler.cores, before, during, peak, own, n, round(seconds, 2))
+        self.report = LoadReport(*cpu, *gpu, runnable=_mean(self._runnable))

@@ -1,23 +1,27 @@
 """The peer interface: one object per library the bench compares rlamd with.
 
-A peer (``rlamd/bench/peers/NAME.py``) says whether it can run here and which measurements
-(:data:`MEASUREMENTS`) it takes part in; each measurement hands it the settings rlamd runs
-with. Suites and races iterate over :func:`peers`, so nothing outside a peer's module names
-it (``docs/ARCHITECTURE.md``, the bench). Importing ``rlamd.bench`` registers the shipped
-peers; a test or a user adds one with :func:`register`. This module imports no peer.
+A peer (``peers/NAME.py``) says whether it can run here and which :data:`MEASUREMENTS` it
+takes part in, each handed rlamd's settings. Suites and races iterate over :func:`peers`,
+so no other module names it; importing ``rlamd.bench`` registers the shipped ones, and
+:func:`register` adds one from outside (``docs/ARCHITECTURE.md``, the bench).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+import tomllib
 
 __all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
@@ -37,38 +41,50 @@ def nearest(what: str, name: str, accepted: list[str] | tuple[str, ...]) -> str:
 
 @dataclass(frozen=True)
 class Recipe:
-    """One peer's settings for one env family or task and one algorithm."""
+    """One peer's settings for one env family or task and one algorithm: ``steps`` is the
+    run's length (its schedules are laid over it), ``kwargs`` its settings as the source
+    writes them, ``tag`` what the race table says of them (``own defaults`` ...)."""
 
     n_envs: int
     steps: int
-    """The run's length in env steps (the recipe's schedules are laid over it)."""
     kwargs: dict[str, Any] = field(default_factory=dict)
-    """Constructor settings, as the source writes them (``lin_X``: linear schedules)."""
     source: str = ""
     tag: str = "tuned recipe"
-    """What the race table says of them: ``tuned recipe``, ``own defaults`` ..."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"n_envs": self.n_envs, "steps": self.steps, **self.kwargs} | {
-            "source": self.source,
-            "tag": self.tag,
-        }
+        head = {"n_envs": self.n_envs, "steps": self.steps, **self.kwargs}
+        return head | {"source": self.source, "tag": self.tag}
 
 
-def recipe(table: dict[tuple[str, str], Recipe], env: str, algo: str) -> Recipe | None:
-    """The recipe for rlamd's env name ``env``; Atari games share the ``atari`` entry."""
-    from rlamd.envs import parse_env_id
+@cache
+def load_toml(package: str, name: str) -> dict[str, Any]:
+    """The bench's data file ``NAME.toml`` in ``package`` (shipped as package data)."""
+    return tomllib.loads((resources.files(package) / f"{name}.toml").read_text("utf-8"))
 
-    parsed = parse_env_id(env)
-    return table.get(("atari" if parsed.family == "atari" else parsed.game, algo))
+
+@cache
+def load_recipes(module: str) -> dict[tuple[str, str], Recipe]:
+    """The recipes in the TOML file beside ``module`` (``peers/NAME.toml``; none: {}):
+    ``[ENV.ALGO]`` tables (``atari``: every game) of ``n_envs`` (or ``n_envs_per_core``),
+    ``steps``, ``source``, ``tag`` and ``kwargs``."""
+    try:
+        doc = load_toml(*module.rsplit(".", 1))
+    except (FileNotFoundError, ModuleNotFoundError, TypeError):  # no file, or no package
+        return {}
+    out = {}
+    for env, algos in doc.items():
+        for algo, r in algos.items():
+            n = r.get("n_envs") or r["n_envs_per_core"] * (os.cpu_count() or 1)
+            out[env, algo] = Recipe(n, r["steps"], r.get("kwargs", {}), r["source"], r["tag"])
+    return out
 
 
 @dataclass(frozen=True)
 class PPOSettings:
-    """What rlamd's PPO throughput runs with, handed to every peer alike."""
+    """What rlamd's PPO throughput runs with, handed to every peer alike: ``family`` is
+    ``atari`` (Breakout, the Nature CNN) or ``classic`` (CartPole, 64x64 tanh MLPs)."""
 
     family: str
-    """``atari`` (Breakout, the Nature CNN) or ``classic`` (CartPole, 64x64 tanh MLPs)."""
     gym_id: str
     num_envs: int
     num_steps: int
@@ -89,15 +105,14 @@ class PPOSettings:
 
 @dataclass
 class Throughput:
-    """One peer's built contender: ``run()`` does some work and returns its env steps."""
+    """One peer's built contender: ``run()`` does some work and returns its env steps
+    (``per="rate"``, timed by the caller) or the rate it measured itself (``"self"``)."""
 
     label: str
     run: Callable[[], float]
     close: Callable[[], None]
     meta: dict[str, Any] = field(default_factory=dict)
     per: str = "rate"
-    """``rate``: ``run`` returns units of work, timed by the caller; ``self``: it returns
-    the rate it measured itself (a peer in another process)."""
 
 
 @runtime_checkable
@@ -140,16 +155,14 @@ def _refusal(what: str) -> Callable[..., Any]:
 
 class BasePeer:
     """Defaults for a peer: refusals for what it does not take part in, and a race run
-    from :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process."""
+    from its :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process. ``requires``:
+    (module it imports, how to install it); ``own_python``: it runs only under its own
+    interpreter (:func:`peer_python`)."""
 
     name = label = "peer"
     colour = "#7f8c8d"
     measurements: frozenset[str] = frozenset()
-    requires = ("", "")
-    """(module the peer imports, how to install it); ``""``: nothing to check."""
-    own_python = False
-    """True: it runs under its own interpreter (:func:`peer_python`), never in this one."""
-    recipes: ClassVar[dict[tuple[str, str], Recipe]] = {}
+    requires, own_python = ("", ""), False
     no_recipe = "no recipe for {env} / {algo}"
     dqn_side, ppo, replay = _refusal("dqn"), _refusal("ppo"), _refusal("replay")
     race_train, contention = _refusal("race"), _refusal("contention")
@@ -166,9 +179,18 @@ class BasePeer:
     def dqn_algorithm(self) -> dict[str, Any]:
         return {}
 
+    @property
+    def recipes(self) -> dict[tuple[str, str], Recipe]:
+        """Its race recipes: the TOML file beside its module (:func:`load_recipes`)."""
+        return load_recipes(type(self).__module__)
+
     def recipe(self, env: str, algo: str) -> Recipe:
-        """Its recipe for ``env`` and ``algo``; PeerUnavailable saying there is none."""
-        found = recipe(self.recipes, env, algo)
+        """Its recipe for rlamd's env name ``env`` (Atari games share the ``atari`` entry)
+        and ``algo``; PeerUnavailable saying there is none."""
+        from rlamd.envs import parse_env_id
+
+        parsed = parse_env_id(env)
+        found = self.recipes.get(("atari" if parsed.family == "atari" else parsed.game, algo))
         if found is None:
             raise PeerUnavailable(self.no_recipe.format(env=env, algo=algo))
         return found
@@ -176,8 +198,11 @@ class BasePeer:
     def race_skip(self, env: str, algo: str) -> str | None:
         if "race" not in self.measurements:
             return f"{self.label} does not race"
-        if self.recipes and recipe(self.recipes, env, algo) is None:
-            return self.no_recipe.format(env=env, algo=algo)
+        try:
+            if self.recipes:
+                self.recipe(env, algo)
+        except PeerUnavailable as exc:
+            return str(exc)
         return self.unavailable()
 
     def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
@@ -219,9 +244,8 @@ def set_python(spec: str) -> None:
     """``NAME=PATH`` from ``--peer-python``: run peer NAME's processes with that interpreter."""
     name, sep, path = spec.partition("=")
     if not sep or not path:
-        raise ValueError(
-            f"--peer-python {spec!r}; accepted: NAME=PATH (e.g. NAME=/venv/bin/python)"
-        )
+        accepted = "accepted: NAME=PATH (e.g. NAME=/venv/bin/python)"
+        raise ValueError(f"--peer-python {spec!r}; {accepted}")
     get(name)
     if shutil.which(path) is None:
         raise ValueError(f"--peer-python {spec!r}: {path} is not an executable")
@@ -263,6 +287,5 @@ def require(module: str, extra: str, python: str | None = None) -> Any:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # ImportError, or a broken install raising anything
-        raise PeerUnavailable(
-            f"{module} not importable ({exc.__class__.__name__}: {exc}); {extra}"
-        ) from exc
+        why = f"{module} not importable ({exc.__class__.__name__}: {exc}); {extra}"
+        raise PeerUnavailable(why) from exc

@@ -1,17 +1,19 @@
-"""PPO env steps/s with learning included: rlamd and every peer in the ``ppo`` measurement.
+"""PPO env steps/s, learning included: rlamd and every peer in the ``ppo`` measurement.
 
-``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1,
-entropy 0.01 (CleanRL ppo_atari; Huang et al. 2022), the Nature CNN, beside the raw
-``AtariVectorEnv`` with random actions (the ceiling no learner can pass). ``classic``:
-CartPole-v1, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 1e-3, clip 0.2, no entropy
-bonus (rlamd's classic preset). rlamd runs through :class:`rlamd.engine.LocalEngine`, as
-``python -m rlamd.train`` does; every peer gets the same :class:`PPOSettings`.
+``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1, entropy
+0.01 (CleanRL ppo_atari), beside the raw env's random play (the ceiling). ``classic``:
+CartPole-v1, the same shape, lr 1e-3, clip 0.2, no entropy (rlamd's preset). rlamd runs
+:class:`rlamd.engine.LocalEngine` as ``python -m rlamd.train`` does; peers get the same
+:class:`PPOSettings`.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from rlamd.config.layers import resolve
+from rlamd.engine import LocalEngine
 
 from .common import (
     Contender,
@@ -25,6 +27,7 @@ from .common import (
     report,
     timed,
 )
+from .device import raw_env, stepping
 from .peer import PPOSettings
 
 __all__ = ["atari_settings", "classic_settings", "run_classic_suite", "run_ppo_suite"]
@@ -41,26 +44,11 @@ def classic_settings(num_envs: int = 8) -> PPOSettings:
 
 
 def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, suite: str):
-    from rlamd.config.layers import resolve
-    from rlamd.engine import LocalEngine
-
     env = "breakout" if s.family == "atari" else "cartpole"
-    train = {
-        "env": env,
-        "algo": "ppo",
-        "num_envs": s.num_envs,
-        "device": str(device),
-        "precision": precision,
-        "steps": 10**9,
-    }
-    sets = {
-        "num_steps": s.num_steps,
-        "num_minibatches": s.minibatches,
-        "update_epochs": s.epochs,
-        "lr": s.lr,
-        "clip_coef": s.clip,
-        "ent_coef": s.ent_coef,
-    }
+    train = {"env": env, "algo": "ppo", "num_envs": s.num_envs, "device": str(device)}
+    train |= {"precision": precision, "steps": 10**9}
+    sets = {"num_steps": s.num_steps, "num_minibatches": s.minibatches, "lr": s.lr}
+    sets |= {"update_epochs": s.epochs, "clip_coef": s.clip, "ent_coef": s.ent_coef}
     cfg = resolve({"train": train}, sets=[f"ppo.{k}={v}" for k, v in sets.items()])
     engine = LocalEngine(cfg, 0, None, log=lambda _line: None)
     mode = engine.agent.precision.mode
@@ -72,8 +60,6 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
 
 def _raw(n: int):
     """The raw vector env with random actions: the ceiling no learner can pass."""
-    from .env import raw_env, stepping
-
     raw = raw_env("breakout", n)
     raw.reset(seed=0)
     acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
@@ -82,24 +68,16 @@ def _raw(n: int):
     return "raw AtariVectorEnv (no learning)", c, raw.close, None
 
 
-def _peer(suite: str, s: PPOSettings, device, peer, t):
-    c = Contender(
-        f"{suite}/{peer.name}_fp32/{s.num_envs}envs",
-        UNIT,
-        timed(t.run, device=device, per=t.per),
-        t.meta,
-    )
-    return t.label, c, t.close, peer
-
-
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
     built = []
     try:
         built += [
             _rlamd(s, p, device, iters, suite) for p in distinct_precisions(precisions, device)
         ]
-        got = each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters))
-        built += [_peer(suite, s, device, p, t) for p, t in got]
+        for p, t in each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
+            run = timed(t.run, device=device, per=t.per)
+            c = Contender(f"{suite}/{p.name}_fp32/{s.num_envs}envs", UNIT, run, t.meta)
+            built.append((t.label, c, t.close, p))
         if s.family == "atari":
             built.append(_raw(s.num_envs))
         figures = interleave([c for _, c, _, _ in built], repeats=repeats)

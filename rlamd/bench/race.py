@@ -1,12 +1,9 @@
 """``python -m rlamd.bench race ENV --target SCORE``: time and env steps to a score.
 
-Trains rlamd (as ``python -m rlamd.train`` does, its preset for the env) and each registered
-peer that races (its own recipe, cited in its module), one after another, each its own
-process on the same device with the same thread budget, until an evaluation reaches
-``--target``, ``--minutes`` pass, or its own run length ends. Evaluation is the same for all
-(:mod:`rlamd.bench.race_child`). The clock runs from a contender's process start to the
-moment its evaluation at or above the target is written. The README (Benchmarks, Races)
-states the protocol in full.
+rlamd (its preset, as ``python -m rlamd.train``) and each racing peer (its recipe) train one
+after another, each its own process with the same device and thread budget, until an
+evaluation (the same for all, :mod:`rlamd.bench.race_child`) reaches the target, the minutes
+pass, or its run ends. The clock runs from process start to that evaluation being written.
 """
 
 from __future__ import annotations
@@ -21,7 +18,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import torch
+
+from rlamd.config.layers import resolve
+from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.envs import parse_env_id
+from rlamd.threads import cores_available
+
 from .child import stop, thread_env
+from .common import machine_info
 from .load import LoadMonitor
 from .peer import get, nearest, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
@@ -29,39 +34,30 @@ from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_cha
 __all__ = ["RaceProtocol", "command", "main", "race_one", "read_evals", "stop_reason"]
 
 ALGOS = ("dqn", "ppo")
-POLL_S, GRACE_S = 0.2, 120.0
-"""How often the race reads a contender's evals.csv (the clock's resolution), and the
-seconds a contender has to exit after SIGINT before it is killed."""
+POLL_S, GRACE_S = 0.2, 120.0  # evals.csv read every POLL_S (the clock's resolution); SIGINT grace
 DEFAULTS = {"classic": (2_500, 10, 5.0), "atari": (50_000, 8, 15.0)}
 """Per env family: (eval every, eval episodes, minutes per contender)."""
 
 
-def _rlamd_config(env: str, algo: str):
-    from rlamd.config.layers import resolve
-
-    return resolve({"train": {"env": env, "algo": algo}})
-
-
 @dataclass(frozen=True)
 class RaceProtocol:
-    """The rules every contender of one race runs under."""
+    """The rules every contender of one race runs under: ``minutes`` per contender and
+    seed, ``steps`` the run length for all (0: each one's own recipe)."""
 
     env: str
     target: float
     algos: tuple[str, ...]
     minutes: float
-    """Wall-clock budget per contender and seed."""
     eval_every: int
     eval_episodes: int
     threads: int
     device: str
     seeds: tuple[int, ...] = (1,)
     steps: int = 0
-    """Run length for every contender (0: each one's own recipe)."""
 
     def eval_epsilon(self, algo: str) -> float:
         """DQN's evaluation epsilon (rlamd's preset for the env; the same for every peer)."""
-        return float(_rlamd_config(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
+        return float(_preset(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
 
     def child_args(self, algo: str) -> list[str]:
         """The protocol as :mod:`rlamd.bench.race_child` takes it."""
@@ -69,6 +65,10 @@ class RaceProtocol:
         args += ["--eval-episodes", str(self.eval_episodes), "--threads", str(self.threads)]
         args += ["--device", self.device, "--eval-epsilon", str(self.eval_epsilon(algo))]
         return [*args, "--steps", str(self.steps)] if self.steps else args
+
+
+def _preset(env: str, algo: str):
+    return resolve({"train": {"env": env, "algo": algo}})
 
 
 def _skip_reason(who: str, proto: RaceProtocol, algo: str) -> str | None:
@@ -81,7 +81,7 @@ def command(who: str, proto: RaceProtocol, algo: str, seed: int, folder: Path):
         cmd, settings = get(who).race_command(proto, algo, seed, folder)
         return cmd, folder / "evals.csv", settings
     every = ["--eval-every", str(proto.eval_every), "--eval-episodes", str(proto.eval_episodes)]
-    cfg = _rlamd_config(proto.env, algo)
+    cfg = _preset(proto.env, algo)
     steps = proto.steps or cfg.train.steps
     cmd = [sys.executable, "-m", "rlamd.train", proto.env, "--algo", algo, *every]
     cmd += ["--threads", str(proto.threads), "--seed", str(seed), "--device", proto.device]
@@ -111,23 +111,16 @@ def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
 
 
 def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: float):
-    """Run ``cmd`` (its own process group), reading ``evals`` every :data:`POLL_S`.
-
-    Returns (stop reason, wall seconds, curve, exit code): ``target``, ``minutes``,
-    ``finished`` (it ended by itself, exit 0) or ``failed``.
-    """
+    """Run ``cmd`` (its own process group), reading ``evals`` every :data:`POLL_S`; (stop
+    reason: ``target``, ``minutes``, ``finished`` (exit 0) or ``failed``, wall seconds,
+    curve, exit code)."""
     threads = cmd[cmd.index("--threads") + 1] if "--threads" in cmd else "1"
     curve: list[EvalPoint] = []
     evals.unlink(missing_ok=True)  # a previous run's rows must not count
     with open(log, "w", encoding="utf-8") as out:
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=thread_env(threads),
-            start_new_session=True,
-        )
+        env, to = thread_env(threads), {"stdout": out, "stderr": subprocess.STDOUT}
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True, **to)
         try:
             while True:
                 done, now = proc.poll() is not None, time.monotonic() - t0
@@ -174,18 +167,13 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
-    wall = round(wall, 1)
-    run = RaceRun(
-        algo, who, seed, proto.target, stopped, wall, tuple(curve), mon.report, recipe, error
-    )
+    got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
+    run = RaceRun(algo, who, seed, proto.target, *got)
+    said = f"{stopped}, no evaluation"
     if run.hit:
         said = f"{proto.target:g} reached in {run.hit.seconds:,.0f} s, {run.hit.step:,} env steps"
-    else:
-        said = (
-            f"not reached ({stopped}); best {run.best.mean:.1f}"
-            if run.best
-            else f"{stopped}, no evaluation"
-        )
+    elif run.best:
+        said = f"not reached ({stopped}); best {run.best.mean:.1f}"
     print(f"race: {algo} {who}: {said}")
     if w := mon.report.warning(f"{algo} {who}"):
         print(w)
@@ -193,8 +181,6 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
 
 
 def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
-    from rlamd.device import DEVICE_HELP
-
     what = "Train rlamd and each installed peer to a score; report the wall-clock seconds and "
     what += "env steps each needed (protocol: see the README, Benchmarks)."
     p = argparse.ArgumentParser(prog="python -m rlamd.bench race", description=what)
@@ -220,10 +206,6 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
 def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple[str, ...]):
     """(protocol, contenders in race order) from the command line; a bad value exits with
     what is accepted, naming the nearest contender."""
-    from rlamd.device import DeviceError, resolve_device
-    from rlamd.envs import parse_env_id
-    from rlamd.threads import cores_available
-
     names = every if args.contenders is None else [n.strip() for n in args.contenders.split(",")]
     for n in (n for n in names if n and n not in every):
         p.error(f"--contenders: {nearest('', n, every)}")
@@ -238,18 +220,8 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     algos = ALGOS if args.algo == "both" else (args.algo,)
     every_, games = args.eval_every or each, args.eval_episodes or episodes
     seeds, threads = tuple(range(1, args.seeds + 1)), args.threads or cores_available()
-    proto = RaceProtocol(
-        args.env,
-        args.target,
-        algos,
-        args.minutes or minutes,
-        every_,
-        games,
-        threads,
-        device,
-        seeds,
-        args.steps,
-    )
+    given = (args.minutes or minutes, every_, games, threads, device, seeds, args.steps)
+    proto = RaceProtocol(args.env, args.target, algos, *given)
     for flag, ok, accepted in (
         ("--target", math.isfinite(proto.target), "a finite score"),
         ("--minutes", args.minutes is None or args.minutes > 0, "minutes > 0"),
@@ -265,10 +237,6 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
-
-    from .common import machine_info
-
     every = ("rlamd", *(p.name for p in peers("race")))
     p = _parser(every)
     args = p.parse_args(argv)
@@ -305,8 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"note: {n}")
     if any(r.load is not None and r.load.busy for r in runs):
         print(
-            "warning: the machine was busy during the race (others' cores per run: "
-            "'others' above, 'load' in results.json); times are longer than on a quiet one"
+            "warning: the machine was busy during the race (others' cores per run: 'others' "
+            "above, 'load' in results.json); times are longer than on a quiet one"
         )
     print(f"wrote {out / 'results.json'}{' and ' + chart if chart else ''}")
     return 0

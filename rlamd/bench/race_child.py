@@ -1,10 +1,9 @@
 """A peer's side of a race: ``python -m rlamd.bench.race_child PEER --env ENV ...``.
 
-Trains the peer with its recipe (its ``race_train``) and evaluates it on the race's schedule
-with the protocol rlamd's runner uses (:func:`rlamd.evaluate.evaluate_policy` on rlamd's
-env: whole games, unclipped scores, ``10_000 + step`` as the env seed), appending
-``step,mean,std,episodes`` to ``DIR/evals.csv`` as rlamd's runner does. SIGINT or SIGTERM
-stops training at the peer's next chance; it then exits 0 (3: the peer cannot run here).
+Trains the peer (its ``race_train``) and evaluates it on the race's schedule as rlamd's
+runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seed ``10_000 +
+step``), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the peer's next
+chance; exit 0 (3: the peer cannot run here).
 """
 
 from __future__ import annotations
@@ -21,6 +20,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from rlamd.envs import AtariConfig, parse_env_id
+from rlamd.evaluate import evaluate_policy
+
 from .peer import PeerUnavailable, get, set_python
 
 __all__ = ["Evaluations", "main"]
@@ -30,15 +32,10 @@ class Evaluations:
     """The race's evaluation schedule and protocol, writing ``evals.csv`` like rlamd's."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from rlamd.envs import AtariConfig, parse_env_id
-
         self.env, self.every, self.episodes = args.env, args.eval_every, args.eval_episodes
         self.atari = AtariConfig() if parse_env_id(args.env).family == "atari" else None
-        self.epsilon, self.rng, self.due_at = (
-            args.eval_epsilon,
-            np.random.default_rng(args.seed),
-            self.every,
-        )
+        self.epsilon, self.due_at = args.eval_epsilon, self.every
+        self.rng = np.random.default_rng(args.seed)
         Path(args.dir).mkdir(parents=True, exist_ok=True)
         self.csv = open(Path(args.dir) / "evals.csv", "w", encoding="utf-8", buffering=1)
         self.csv.write("step,mean,std,episodes\n")
@@ -47,12 +44,8 @@ class Evaluations:
         """Evaluate when ``step`` reached the next multiple of ``every`` (then the next)."""
         if step < self.due_at:
             return False
-        from rlamd.evaluate import evaluate_policy
-
-        cpu, seed = torch.device("cpu"), 10_000 + step
-        scores = evaluate_policy(
-            policy, self.env, self.episodes, device=cpu, seed=seed, atari=self.atari
-        )
+        opts = {"device": torch.device("cpu"), "seed": 10_000 + step, "atari": self.atari}
+        scores = evaluate_policy(policy, self.env, self.episodes, **opts)
         mean, std = statistics.fmean(scores), statistics.pstdev(scores)
         self.csv.write(f"{step},{mean:.4f},{std:.4f},{len(scores)}\n")
         self.due_at = (step // self.every + 1) * self.every

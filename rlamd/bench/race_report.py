@@ -1,9 +1,5 @@
-"""What a race records and shows: every run's evaluations, the table, and the chart.
-
-A run is one contender (rlamd or a peer) training one algorithm with one seed. Its curve
-holds every evaluation with the wall-clock seconds from the contender's process start to
-the moment the race saw it written (start-up, training and every evaluation so far count).
-"""
+"""What a race records and shows: every run's evaluations (with the seconds from its
+process start to the race seeing each written), the table, and the chart."""
 
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ def _label(who: str) -> str:
 
 @dataclass(frozen=True)
 class EvalPoint:
-    """One evaluation of a run: env steps trained, mean score, and seconds since start."""
+    """One evaluation of a run: env steps trained, its score, and seconds since start."""
 
     step: int
     mean: float
@@ -36,21 +32,20 @@ class EvalPoint:
 
 @dataclass(frozen=True)
 class RaceRun:
-    """One contender's run to the target."""
+    """One contender's run to the target. ``stopped``: ``target``, ``minutes`` (the wall
+    budget ran out), ``finished`` (its own step budget ran out) or ``failed`` (the process
+    ended with an error; ``error``: the last line it wrote)."""
 
     algo: str
     contender: str
     seed: int
     target: float
     stopped: str
-    """``target``, ``minutes`` (the wall budget ran out), ``finished`` (its own step budget
-    ran out) or ``failed`` (the process ended with an error)."""
     wall: float
     curve: tuple[EvalPoint, ...] = ()
     load: LoadReport | None = None
     recipe: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    """The last line the process wrote, when it failed."""
 
     @property
     def hit(self) -> EvalPoint | None:
@@ -64,11 +59,9 @@ class RaceRun:
     def to_dict(self) -> dict[str, Any]:
         hit, best = self.hit, self.best
         head = {k: getattr(self, k) for k in ("algo", "contender", "seed", "target")}
+        head |= {"reached": hit is not None, "seconds_to_target": hit and hit.seconds}
+        head |= {"steps_to_target": hit and hit.step, "best_score": best and best.mean}
         return head | {
-            "reached": hit is not None,
-            "seconds_to_target": None if hit is None else hit.seconds,
-            "steps_to_target": None if hit is None else hit.step,
-            "best_score": None if best is None else best.mean,
             "best_step": None if best is None else best.step,
             "stopped": self.stopped,
             "wall_seconds": self.wall,
@@ -90,27 +83,18 @@ def summary(runs: list[RaceRun]) -> list[dict[str, Any]]:
             f"median_{k}": statistics.median(getattr(h, x) for h in hits) if hits else None
             for k, x in (("seconds", "seconds"), ("steps", "step"))
         }
-        out.append(
-            {"algo": algo, "contender": who, "runs": len(mine), "reached": len(hits)} | median
-        )
+        head = {"algo": algo, "contender": who, "runs": len(mine), "reached": len(hits)}
+        out.append(head | median)
     return out
 
 
 def _row(r: RaceRun) -> tuple[str, ...]:
     hit, best, load = r.hit, r.best, r.load
     ready = "-" if load is None or load.runnable is None else f"{load.runnable:.1f}"
-    return (
-        r.algo,
-        _label(r.contender),
-        str(r.recipe.get("tag", "-")),
-        str(r.seed),
-        "not reached" if hit is None else f"{hit.seconds:,.0f}",
-        "not reached" if hit is None else f"{hit.step:,}",
-        "-" if best is None else f"{best.mean:.1f} at {best.step:,}",
-        r.stopped,
-        "-" if load is None else load.cell(),
-        ready,
-    )
+    when = ("not reached",) * 2 if hit is None else (f"{hit.seconds:,.0f}", f"{hit.step:,}")
+    who = (r.algo, _label(r.contender), str(r.recipe.get("tag", "-")), str(r.seed))
+    best_at = "-" if best is None else f"{best.mean:.1f} at {best.step:,}"
+    return (*who, *when, best_at, r.stopped, "-" if load is None else load.cell(), ready)
 
 
 def print_race(runs: list[RaceRun], head: str) -> None:
@@ -124,12 +108,10 @@ def print_race(runs: list[RaceRun], head: str) -> None:
             continue
         times = s["median_seconds"] / mine["median_seconds"]
         verdict = f"{times:.2f}x faster" if times >= 1 else f"{1 / times:.2f}x slower"
-        print(
-            f"{algo}: to the target, rlamd {mine['median_seconds']:,.0f} s "
-            f"({mine['median_steps']:,.0f} env steps), {_label(who)} "
-            f"{s['median_seconds']:,.0f} s ({s['median_steps']:,.0f}): rlamd {verdict}"
-            + (" (medians over the seeds that reached it)" if s["runs"] > 1 else "")
-        )
+        verdict += " (medians over the seeds that reached it)" if s["runs"] > 1 else ""
+        ours = f"rlamd {mine['median_seconds']:,.0f} s ({mine['median_steps']:,.0f} env steps)"
+        theirs = f"{_label(who)} {s['median_seconds']:,.0f} s ({s['median_steps']:,.0f})"
+        print(f"{algo}: to the target, {ours}, {theirs}: rlamd {verdict}")
 
 
 def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
@@ -146,13 +128,11 @@ def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
             label = None if r.contender in labelled else _label(r.contender)
             colour = "#c0392b" if r.contender == "rlamd" else get(r.contender).colour
             labelled.add(r.contender)
-            for ax, xs in zip(
-                row, ([p.seconds for p in r.curve], [p.step for p in r.curve]), strict=True
-            ):
-                ax.plot(xs, [p.mean for p in r.curve], "o-", ms=3, color=colour, label=label)
-        for ax, xlabel in zip(
-            row, ("wall-clock seconds (process start)", "env steps"), strict=True
-        ):
+            xs = ([p.seconds for p in r.curve], [p.step for p in r.curve])
+            for ax, x in zip(row, xs, strict=True):
+                ax.plot(x, [p.mean for p in r.curve], "o-", ms=3, color=colour, label=label)
+        xlabels = ("wall-clock seconds (process start)", "env steps")
+        for ax, xlabel in zip(row, xlabels, strict=True):
             ax.axhline(runs[0].target, ls="--", color="#7f8c8d", lw=1)
             ax.set(xlabel=xlabel, ylabel="evaluation score", title=f"{title}: {algo}")
             ax.grid(alpha=0.3)

@@ -1,16 +1,17 @@
 """Prioritized replay: microseconds per (sample 256 + update their priorities) at 2**20.
 
-Compared in one run, interleaved: rlamd's sampler backends (numba on the CPU; on a GPU
-Triton, plain torch as the reference, and numba on the host for scale), rlamd's whole
-buffer (n-step windows and observations included), every peer in the ``replay``
-measurement, and a numpy O(N) ``choice`` baseline. Also the cost of adding one step of an
-8-env Atari vector env, and device bytes per Atari transition at a million.
+Interleaved in one run: rlamd's sampler backends (numba on the CPU; on a GPU Triton, torch
+and host numba), rlamd's whole buffer (n-step windows and observations), every peer in
+``replay``, and numpy's O(N) ``choice``; then one 8-env Atari ``add`` and device bytes per
+Atari transition at a million.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from rlamd.replay import PrioritizedReplayBuffer, PrioritizedSampler, bytes_per_transition
 
 from .common import Contender, Figure, each_peer, interleave, measure, ratio, repeat, report, timed
 
@@ -29,8 +30,6 @@ def _fill(sampler, capacity: int, device: torch.device) -> None:
 
 def _samplers(capacity, batch, device, g, notes):
     """(name, one draw + write) per rlamd sampler backend; the first is the ratios' base."""
-    from rlamd.replay import PrioritizedSampler
-
     cpu = torch.device("cpu")
     gpu = [("triton", device), ("torch", device), ("numba", cpu)]
     for backend, dev in gpu if device.type != "cpu" else [("numba", device), ("torch", device)]:
@@ -54,11 +53,8 @@ def _samplers(capacity, batch, device, g, notes):
 
 def _buffer(capacity, batch, device, g, rng):
     """The whole buffer: sampler + n-step window + observations (vector obs, n=3)."""
-    from rlamd.replay import PrioritizedReplayBuffer
-
-    buf = PrioritizedReplayBuffer(
-        capacity, 8, (4,), torch.float32, num_actions=4, n_step=3, device=device, validate=False
-    )
+    opts = {"num_actions": 4, "n_step": 3, "device": device, "validate": False}
+    buf = PrioritizedReplayBuffer(capacity, 8, (4,), torch.float32, **opts)
     z = np.zeros(8, dtype=bool)
     obs = rng.standard_normal((8, 4)).astype(np.float32)
     for _ in range(capacity // 8 + 4):
@@ -87,23 +83,13 @@ def _numpy(capacity, batch):
 
 def _add(repeats: int, device: torch.device, rng) -> Figure:
     """Adding one step of an 8-env Atari vector env (frames stored once)."""
-    from rlamd.replay import PrioritizedReplayBuffer
-
-    buf = PrioritizedReplayBuffer(
-        8 * 4096, 8, (4, 84, 84), torch.uint8, frame_stack=4, num_actions=4, n_step=3, device=device
-    )
+    opts = {"frame_stack": 4, "num_actions": 4, "n_step": 3, "device": device}
+    buf = PrioritizedReplayBuffer(8 * 4096, 8, (4, 84, 84), torch.uint8, **opts)
     frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
     acts, rew, z = np.zeros(8, np.int64), np.zeros(8, np.float32), np.zeros(8, dtype=bool)
-    run = repeat(lambda: buf.add(frames, acts, rew, z, z), 500)
-    return measure(
-        "replay/rlamd_add_8env_atari",
-        "us per vector step",
-        run,
-        repeats=repeats,
-        device=device,
-        per="us",
-        num_envs=8,
-    )
+    run, unit = repeat(lambda: buf.add(frames, acts, rew, z, z), 500), "us per vector step"
+    name = "replay/rlamd_add_8env_atari"
+    return measure(name, unit, run, repeats=repeats, device=device, per="us", num_envs=8)
 
 
 def run_replay_suite(
@@ -115,40 +101,26 @@ def run_replay_suite(
     peers: bool = True,
     notes: list[str] | None = None,
 ) -> list[Figure]:
-    from rlamd.replay import bytes_per_transition
-
     device, notes = torch.device(device), [] if notes is None else notes
     g = torch.Generator(device=device).manual_seed(1)
     rng = np.random.default_rng(0)  # the buffer's observations, then the Atari frames
-    loops = [
-        (n, repeat(step, iters), dev, m)
-        for n, step, dev, m in _samplers(capacity, batch, device, g, notes)
-    ]
-    loops.append(
-        ("rlamd_buffer", repeat(_buffer(capacity, batch, device, g, rng), iters), device, {})
-    )
+    loops = list(_samplers(capacity, batch, device, g, notes))
+    loops.append(("rlamd_buffer", _buffer(capacity, batch, device, g, rng), device, {}))
+    loops = [(name, repeat(step, iters), dev, m) for name, step, dev, m in loops]
     got = each_peer("replay", peers, notes, lambda p: p.replay(capacity, batch, iters, ALPHA, BETA))
     loops += [(f"{peer.name}_sampler", run, None, {}) for peer, run in got]
     n = max(5, iters // 20)
     loops.append(("numpy_choice_O(N)", repeat(_numpy(capacity, batch), n), None, {}))
     meta = {"capacity": capacity, "batch": batch}
-    figures = interleave(
-        [
-            Contender(f"replay/{name}", UNIT, timed(run, device=dev, per="us"), meta | m)
-            for name, run, dev, m in loops
-        ],
-        repeats=repeats,
-    )
+    contenders = [
+        Contender(f"replay/{name}", UNIT, timed(run, device=dev, per="us"), meta | m)
+        for name, run, dev, m in loops
+    ]
+    figures = interleave(contenders, repeats=repeats)
     figures.append(_add(repeats, device, rng))
     per_t = bytes_per_transition((4, 84, 84), torch.uint8, 4, 4, prioritized=True, capacity=10**6)
-    figures.append(
-        Figure.of(
-            "replay/bytes_per_atari_transition",
-            "bytes",
-            [per_t],
-            gb_per_million=per_t * 10**6 / 1e9,
-        )
-    )
+    name = "replay/bytes_per_atari_transition"
+    figures.append(Figure.of(name, "bytes", [per_t], gb_per_million=per_t * 10**6 / 1e9))
     base, rows = figures[0], []
     for f in figures:
         r = ratio(f, base, "ratio_to_rlamd") if f.unit == UNIT else None

@@ -1,49 +1,16 @@
-"""RLlib (new API stack) as a peer: PPO throughput on Breakout and CartPole races.
-
-Env runner and learner run in the bench's process (no remote actors). Throughput uses
-rlamd's settings with RLlib's own Atari wrappers (``wrap_atari_for_new_api_stack``, 84x84,
-4 frames), on the CPU only. Races train CartPole with RLlib's tuned examples
-(ray-project/ray ``rllib/tuned_examples/ppo/cartpole_ppo.py`` and
-``rllib/tuned_examples/dqn/cartpole_dqn.py``); there is no Atari recipe here.
-"""
+"""RLlib (new API stack) as a peer: PPO throughput on Breakout (CPU only, its own Atari
+wrappers, rlamd's settings) and CartPole races (its tuned examples, ``rllib.toml``), with
+env runner and learner in the bench's process."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Recipe, Throughput, require
+from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
-__all__ = ["PEER", "RECIPES"]
+__all__ = ["PEER"]
 
-_RAY, _TAG = "ray-project/ray rllib/tuned_examples", "RLlib tuned example"
 _ATARI_ENV = "rlamd_bench_atari"
-_PPO = {
-    "training": {"gamma": 0.99, "lr": 3e-4, "num_epochs": 6, "vf_loss_coeff": 0.01},
-    "model": {"fcnet_hiddens": [32], "fcnet_activation": "linear", "vf_share_layers": True},
-}
-_REPLAY = {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 50_000, "alpha": 0.6, "beta": 0.4}
-_DQN = {
-    "training": {
-        "lr": 5e-4,
-        "train_batch_size_per_learner": 32,
-        "n_step": (2, 5),
-        "double_q": True,
-        "replay_buffer_config": _REPLAY,
-        "dueling": True,
-        "epsilon": [(0, 1.0), (10_000, 0.02)],
-    },
-    "model": {
-        "fcnet_hiddens": [256],
-        "fcnet_activation": "tanh",
-        "head_fcnet_hiddens": [256],
-        "fcnet_bias_initializer": "zeros_",
-        "head_fcnet_bias_initializer": "zeros_",
-    },
-}
-RECIPES: dict[tuple[str, str], Recipe] = {
-    ("CartPole-v1", "ppo"): Recipe(1, 200_000, _PPO, f"{_RAY}/ppo/cartpole_ppo.py", _TAG),
-    ("CartPole-v1", "dqn"): Recipe(1, 200_000, _DQN, f"{_RAY}/dqn/cartpole_dqn.py", _TAG),
-}
 
 
 def _config(algo: str, env: str, n_envs: int, seed: int, training: dict, model: dict) -> Any:
@@ -51,6 +18,8 @@ def _config(algo: str, env: str, n_envs: int, seed: int, training: dict, model: 
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 
     module = require(f"ray.rllib.algorithms.{algo}", RLlib.requires[1])
+    # TOML has no tuples, and RLlib's replay draws an n-step per sample only from a tuple.
+    training = {k: tuple(v) if k == "n_step" else v for k, v in training.items()}
     return (
         getattr(module, f"{algo.upper()}Config")()
         .environment(env, **({"clip_rewards": True} if env == _ATARI_ENV else {}))
@@ -80,7 +49,6 @@ class RLlib(BasePeer):
     name, label, colour = "rllib", "RLlib", "#27ae60"
     measurements = frozenset({"ppo", "race"})
     requires = ("ray.rllib.algorithms.ppo", "install it with `bash scripts/setup.sh --ray`")
-    recipes = RECIPES
     no_recipe = "no RLlib recipe for {env} / {algo} in this bench (CartPole only)"
 
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
@@ -99,25 +67,13 @@ class RLlib(BasePeer):
         wrap = wrap_atari_for_new_api_stack
         tune.register_env(_ATARI_ENV, lambda _: wrap(gym.make(s.gym_id), dim=84, framestack=4))
         started = _ray_init(2)
-        training = {
-            "train_batch_size_per_learner": s.per_rollout,
-            "minibatch_size": s.per_rollout // s.minibatches,
-            "num_epochs": s.epochs,
-            "lr": s.lr,
-            "clip_param": s.clip,
-            "vf_clip_param": 10.0,
-            "entropy_coeff": s.ent_coef,
-            "vf_loss_coeff": s.vf_coef,
-            "grad_clip": s.max_grad_norm,
-            "gamma": s.gamma,
-            "lambda_": s.gae_lambda,
-        }
-        model = {
-            "conv_filters": [[32, 8, 4], [64, 4, 2], [64, 3, 1]],
-            "conv_activation": "relu",
-            "head_fcnet_hiddens": [512],
-            "vf_share_layers": True,
-        }
+        training = {"train_batch_size_per_learner": s.per_rollout, "num_epochs": s.epochs}
+        training |= {"minibatch_size": s.per_rollout // s.minibatches, "lr": s.lr}
+        training |= {"clip_param": s.clip, "vf_clip_param": 10.0, "entropy_coeff": s.ent_coef}
+        training |= {"vf_loss_coeff": s.vf_coef, "grad_clip": s.max_grad_norm}
+        training |= {"gamma": s.gamma, "lambda_": s.gae_lambda}
+        model = {"conv_filters": [[32, 8, 4], [64, 4, 2], [64, 3, 1]], "conv_activation": "relu"}
+        model |= {"head_fcnet_hiddens": [512], "vf_share_layers": True}
         config = _config("ppo", _ATARI_ENV, s.num_envs, 0, training, model)
         algo = config.env_runners(rollout_fragment_length=s.num_steps).build_algo()
 
@@ -127,9 +83,8 @@ class RLlib(BasePeer):
                 ray.shutdown()
 
         meta = {"num_envs": s.num_envs, "version": ray.__version__, "precision": "fp32"}
-        return Throughput(
-            "RLlib PPO (fp32)", lambda: sum(_trained(algo) for _ in range(iters)), close, meta
-        )
+        run = lambda: sum(_trained(algo) for _ in range(iters))  # noqa: E731
+        return Throughput("RLlib PPO (fp32)", run, close, meta)
 
     def race_train(self, args: Any, stop: Any, evals: Any) -> None:
         """Train with the tuned example, evaluating after each iteration past a due step."""
@@ -141,9 +96,8 @@ class RLlib(BasePeer):
 
         _ray_init(args.threads)
         gpus = 1 if torch.device(args.device).type == "cuda" else 0
-        config = _config(
-            args.algo, parse_env_id(args.env).game, rec.n_envs, args.seed, **rec.kwargs
-        )
+        game = parse_env_id(args.env).game
+        config = _config(args.algo, game, rec.n_envs, args.seed, **rec.kwargs)
         algo = config.learners(num_gpus_per_learner=gpus).build_algo()
 
         def act(obs: torch.Tensor) -> torch.Tensor:

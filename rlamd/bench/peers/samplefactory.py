@@ -1,82 +1,47 @@
-"""Sample Factory 2.1.1 (asynchronous PPO, APPO) as a peer, in its own interpreter.
+"""Sample Factory 2.1.1 (APPO) as a peer, in its own interpreter.
 
-It pins ``gymnasium<1.0`` and ``numpy<2``, so it lives in its own venv (``bash
-scripts/setup.sh --bench-peers``, or ``--peer-python samplefactory=PATH``) and only runs as a
-child (``sf_child.py``, started by path so it imports nothing of rlamd).
-
-Settings are its own defaults, as its docs give them: on Atari the ``sf_examples.atari``
-defaults, chosen to match CleanRL (8 workers x 1 env, rollout 128, batch 256, 4 epochs x 4
-minibatches; its docs call them "not tuned for throughput" and give a faster set for 16
-workers x 8 envs, a machine bigger than 2 cores); on CartPole the command its
-``sf_examples/train_gym_env.py`` documents. The bench's switches: the device, and
-``summaries_use_frameskip=False`` (env steps count agent decisions, as rlamd counts them).
-``use_rnn=False`` (both examples' choice) lets a stateless policy play the race's
-evaluations: the child exports a TorchScript policy that this process plays on rlamd's env.
-For throughput it is held stopped (SIGSTOP) between its timed windows, so it never runs
-beside another contender.
+It pins ``gymnasium<1.0`` and ``numpy<2``, so it runs as a child (``sf_child.py``, by path,
+importing nothing of rlamd) under its venv (``setup.sh --bench-peers`` or ``--peer-python``),
+with its own defaults (``samplefactory.toml``); the bench sets only the device and counts env
+steps as agent decisions. The child exports a TorchScript policy (``use_rnn=False``) that the
+race plays on rlamd's env. For throughput it is SIGSTOPped between timed windows.
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import tempfile
 import time
+from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
 from rlamd.bench.child import Child, thread_env
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Recipe, Throughput, peer_python
 
-__all__ = ["PEER", "RECIPES"]
-
-_DOCS, _TAG = "alex-petrenko/sample-factory 2.1.1 sf_examples/", "own defaults"
-_ATARI = f"{_DOCS}atari/atari_params.py (CleanRL-matching defaults)"
-_GYM = f"{_DOCS}train_gym_env.py (its CartPole command)"
-_CARTPOLE = {
-    "algo": "APPO",
-    "use_rnn": False,
-    "num_envs_per_worker": 20,
-    "policy_workers_per_policy": 2,
-    "recurrence": 1,
-    "with_vtrace": False,
-    "batch_size": 512,
-    "reward_scale": 0.1,
-}
-RECIPES: dict[tuple[str, str], Recipe] = {
-    ("atari", "ppo"): Recipe(8, 10**7, {"algo": "APPO"}, _ATARI, _TAG),
-    ("CartPole-v1", "ppo"): Recipe((os.cpu_count() or 1) * 20, 10**7, _CARTPOLE, _GYM, _TAG),
-}
+__all__ = ["PEER"]
 
 
-def _start(
-    rec: Recipe,
-    env: str,
-    folder: Path,
-    seed: int,
-    steps: int,
-    device: str,
-    every: int,
-    threads: int | None = None,
-    group: bool = False,
-) -> Child:
-    """Sample Factory's child training ``rec`` on rlamd's env name ``env``."""
+def _start(rec: Recipe, args: Any, folder: Path, group: bool = False) -> Child:
+    """Sample Factory's child training ``rec`` with a race child's ``args`` (rlamd's env name,
+    seed, steps (0: the recipe's), device, eval every, threads) in ``folder``."""
     from rlamd.envs import parse_env_id
 
-    parsed = parse_env_id(env)
+    parsed, steps = parse_env_id(args.env), args.steps or rec.steps
     if parsed.family == "atari" and parsed.sticky:
-        raise PeerUnavailable(f"{env}: Sample Factory's Atari envs are NoFrameskip-v4 only")
+        raise PeerUnavailable(f"{args.env}: Sample Factory's Atari envs are NoFrameskip-v4 only")
     atari = parsed.family == "atari"
     sf_env = "atari_" + parsed.game.replace("_", "") if atari else parsed.game
     child = Path(__file__).with_name("sf_child.py")
     cmd = [peer_python(PEER.name), str(child), "--sf-env", sf_env, "--dir", str(folder)]
-    cmd += ["--family", "atari" if atari else "classic", "--eval-every", str(every), "--"]
-    cmd += [f"--{k}={v}" for k, v in rec.kwargs.items()]
+    cmd += ["--family", "atari" if atari else "classic", "--eval-every", str(args.eval_every)]
+    cmd += ["--", *(f"--{k}={v}" for k, v in rec.kwargs.items())]
     cmd += [f"--train_dir={folder / 'sf'}", "--experiment=run", "--restart_behavior=overwrite"]
-    cmd += [f"--seed={seed}", f"--train_for_env_steps={steps}", "--summaries_use_frameskip=False"]
-    cmd += ["--device=" + ("gpu" if device.startswith("cuda") else "cpu"), "--with_wandb=False"]
-    cmd += ["--keep_checkpoints=4", "--heartbeat_reporting_interval=100000"]
-    return Child(cmd, folder / "sf_log.txt", group=group, env=thread_env(threads))
+    device = "gpu" if args.device.startswith("cuda") else "cpu"
+    cmd += [f"--seed={args.seed}", f"--train_for_env_steps={steps}", f"--device={device}"]
+    cmd += ["--summaries_use_frameskip=False", "--with_wandb=False", "--keep_checkpoints=4"]
+    cmd += ["--heartbeat_reporting_interval=100000"]
+    return Child(cmd, folder / "sf_log.txt", group=group, env=thread_env(args.threads))
 
 
 class SampleFactory(BasePeer):
@@ -84,7 +49,6 @@ class SampleFactory(BasePeer):
     measurements = frozenset({"ppo", "race"})
     how = "make its venv with `bash scripts/setup.sh --bench-peers` or pass --peer-python"
     requires, own_python = ("sample_factory", f"{how} samplefactory=PATH"), True
-    recipes = RECIPES
     no_recipe = "Sample Factory races PPO (APPO) on Atari and CartPole only, not {env} / {algo}"
 
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
@@ -93,7 +57,8 @@ class SampleFactory(BasePeer):
         env = "breakout" if settings.family == "atari" else settings.gym_id
         rec = self.recipe(env, "ppo")
         folder = Path(tempfile.mkdtemp(prefix="rlamd-sf-"))
-        child = _start(rec, env, folder, 0, 10**9, str(device), 0, group=True)
+        opts = {"env": env, "seed": 0, "steps": 10**9, "device": str(device), "threads": None}
+        child = _start(rec, Namespace(**opts, eval_every=0), folder, group=True)
         steps, deadline = 0, time.monotonic() + 300
         while steps < 2 * settings.per_rollout:  # warm-up: started, past the first updates
             steps = max([steps, *(got["steps"] for _, got in child.drain())])
@@ -128,16 +93,7 @@ class SampleFactory(BasePeer):
         import torch
 
         rec, folder = self.recipe(args.env, args.algo), Path(args.dir)
-        child = _start(
-            rec,
-            args.env,
-            folder,
-            args.seed,
-            args.steps or rec.steps,
-            args.device,
-            args.eval_every,
-            args.threads,
-        )
+        child = _start(rec, args, folder)
         gen = torch.Generator().manual_seed(args.seed)
         try:
             while not stop.is_set() and child.proc.poll() is None:

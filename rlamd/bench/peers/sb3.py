@@ -1,79 +1,16 @@
 """Stable-Baselines3 as a peer: DQN and PPO throughput, races, contention.
 
-Throughput runs use rlamd's settings (DQN: replay 50k, the bench's batch, target sync every
-250 updates). Races use the RL Baselines3 Zoo's hyperparameters (DLR-RM/rl-baselines3-zoo,
-``hyperparams/dqn.yml`` at commit ce95481b and ``hyperparams/ppo.yml`` at 208b6fdf):
-``CartPole-v1`` has its own entries, every Atari game shares the ``atari`` entry
-(``AtariWrapper``, 4 stacked frames). ``lin_X`` is a value falling linearly from X to 0.
-As the Zoo does, ``optimize_memory_usage`` comes with ``handle_timeout_termination=False``.
+Throughput runs use rlamd's settings; races the RL Baselines3 Zoo's hyperparameters, cited
+in ``sb3.toml`` (every Atari game shares its ``atari`` entry; ``lin_X``: linear from X to 0).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Recipe, Throughput, require
+from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
-__all__ = ["PEER", "RECIPES", "linear"]
-
-_ZOO = "DLR-RM/rl-baselines3-zoo hyperparams"
-_DQN, _PPO = f"{_ZOO}/dqn.yml (commit ce95481b)", f"{_ZOO}/ppo.yml (commit 208b6fdf)"
-_ATARI, _TAG = "atari (AtariWrapper, 4 frames)", "RL Zoo recipe"
-_CARTPOLE_DQN = {
-    "policy": "MlpPolicy",
-    "learning_rate": 2.3e-3,
-    "batch_size": 64,
-    "buffer_size": 100_000,
-    "learning_starts": 1000,
-    "gamma": 0.99,
-    "target_update_interval": 10,
-    "train_freq": 256,
-    "gradient_steps": 128,
-    "exploration_fraction": 0.16,
-    "exploration_final_eps": 0.04,
-    "policy_kwargs": {"net_arch": [256, 256]},
-}
-_CARTPOLE_PPO = {
-    "policy": "MlpPolicy",
-    "n_steps": 32,
-    "batch_size": 256,
-    "gae_lambda": 0.8,
-    "gamma": 0.98,
-    "n_epochs": 20,
-    "ent_coef": 0.0,
-    "learning_rate": "lin_0.001",
-    "clip_range": "lin_0.2",
-}
-_ATARI_DQN = {
-    "policy": "CnnPolicy",
-    "buffer_size": 10_000,
-    "learning_rate": 1e-4,
-    "batch_size": 32,
-    "learning_starts": 100_000,
-    "target_update_interval": 1000,
-    "train_freq": 4,
-    "gradient_steps": 1,
-    "exploration_fraction": 0.1,
-    "exploration_final_eps": 0.01,
-    "optimize_memory_usage": True,
-    "replay_buffer_kwargs": {"handle_timeout_termination": False},
-}
-_ATARI_PPO = {
-    "policy": "CnnPolicy",
-    "n_steps": 128,
-    "n_epochs": 4,
-    "batch_size": 256,
-    "learning_rate": "lin_2.5e-4",
-    "clip_range": "lin_0.1",
-    "vf_coef": 0.5,
-    "ent_coef": 0.01,
-}
-RECIPES: dict[tuple[str, str], Recipe] = {
-    ("CartPole-v1", "dqn"): Recipe(1, 50_000, _CARTPOLE_DQN, f"{_DQN}, CartPole-v1", _TAG),
-    ("CartPole-v1", "ppo"): Recipe(8, 100_000, _CARTPOLE_PPO, f"{_PPO}, CartPole-v1", _TAG),
-    ("atari", "dqn"): Recipe(1, 10_000_000, _ATARI_DQN, f"{_DQN}, {_ATARI}", _TAG),
-    ("atari", "ppo"): Recipe(8, 10_000_000, _ATARI_PPO, f"{_PPO}, {_ATARI}", _TAG),
-}
+__all__ = ["PEER", "linear"]
 
 
 def linear(value: Any) -> Any:
@@ -114,45 +51,25 @@ def _learning(model: Any, steps: int) -> Any:
     return run
 
 
+_BREAKOUT = "BreakoutNoFrameskip-v4"
+
+
 def _dqn(num_envs: int, device: str, batch: int, warm: int, per_update: int) -> Any:
-    model = _model(
-        "DQN",
-        "CnnPolicy",
-        "BreakoutNoFrameskip-v4",
-        num_envs,
-        0,
-        device=device,
-        buffer_size=50_000,
-        learning_starts=warm,
-        batch_size=batch,
-        train_freq=1,
-        gradient_steps=per_update,
-        target_update_interval=250,
-    )
+    """SB3's DQN with rlamd's settings (replay 50k, target sync every 250), filled."""
+    opts = {"buffer_size": 50_000, "learning_starts": warm, "batch_size": batch, "train_freq": 1}
+    opts |= {"gradient_steps": per_update, "target_update_interval": 250}
+    model = _model("DQN", "CnnPolicy", _BREAKOUT, num_envs, 0, device=device, **opts)
     model.learn(total_timesteps=warm)
     return model
 
 
 def _ppo(s: PPOSettings, device: str) -> Any:
+    opts = {"n_steps": s.num_steps, "n_epochs": s.epochs, "learning_rate": s.lr}
+    opts |= {"batch_size": s.per_rollout // s.minibatches, "clip_range": s.clip}
+    opts |= {"ent_coef": s.ent_coef, "vf_coef": s.vf_coef, "gamma": s.gamma}
+    opts |= {"max_grad_norm": s.max_grad_norm, "gae_lambda": s.gae_lambda}
     policy = "CnnPolicy" if s.family == "atari" else "MlpPolicy"
-    return _model(
-        "PPO",
-        policy,
-        s.gym_id,
-        s.num_envs,
-        0,
-        device=device,
-        n_steps=s.num_steps,
-        n_epochs=s.epochs,
-        batch_size=s.per_rollout // s.minibatches,
-        learning_rate=s.lr,
-        clip_range=s.clip,
-        ent_coef=s.ent_coef,
-        vf_coef=s.vf_coef,
-        gamma=s.gamma,
-        max_grad_norm=s.max_grad_norm,
-        gae_lambda=s.gae_lambda,
-    )
+    return _model("PPO", policy, s.gym_id, s.num_envs, 0, device=device, **opts)
 
 
 def _gym_id(env: str) -> str:
@@ -170,7 +87,7 @@ class SB3(BasePeer):
     name, label, colour = "sb3", "Stable-Baselines3", "#2c3e50"
     measurements = frozenset({"dqn", "ppo", "race", "contention"})
     requires = ("stable_baselines3", "install it with `bash scripts/setup.sh --bench`")
-    recipes, no_recipe = RECIPES, "no RL Zoo recipe for {env} / {algo}"
+    no_recipe = "no RL Zoo recipe for {env} / {algo}"
 
     def dqn_algorithm(self) -> dict[str, Any]:
         """SB3's DQN in rlamd: one-step targets, no double Q or dueling, uniform replay."""
@@ -186,16 +103,8 @@ class SB3(BasePeer):
             return n
 
         meta = {"batch": batch, "device": str(device), "precision": "fp32", "algorithm": self.name}
-        one = lambda: learn(1)  # noqa: E731
-        return Side(
-            "SB3 DQN (fp32)",
-            f"{self.name}_fp32",
-            meta,
-            _learning(model, iters),
-            learn,
-            one,
-            model.env.close,
-        )
+        key, run = f"{self.name}_fp32", _learning(model, iters)
+        return Side("SB3 DQN (fp32)", key, meta, run, learn, lambda: learn(1), model.env.close)
 
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
         model = _ppo(settings, str(device))

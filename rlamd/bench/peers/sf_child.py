@@ -1,12 +1,10 @@
-"""Sample Factory's own process, run by the interpreter of its venv (never imports rlamd).
+"""Sample Factory's own process, under its venv's interpreter (imports nothing of rlamd).
 
 ``PYTHON sf_child.py --sf-env ENV --family atari|classic --dir DIR [--eval-every K] -- ARGS``
-trains APPO with Sample Factory's own parser, env registration and wrappers
-(``sf_examples.atari`` for Atari, with ale-py's ROM-carrying ids registered in every worker;
-``gym.make`` for classic control). After every training step it prints ``{"steps": N}``
-(agent decisions). With ``--eval-every`` the learner writes a checkpoint each time the steps
-pass a multiple, and a thread turns it into ``DIR/policy_STEPS.pt``: a TorchScript of
-observations -> action logits that rlamd's side loads without Sample Factory.
+trains APPO with its own parser, envs and wrappers (ale-py's ROM-carrying ids registered in
+every worker), printing ``{"steps": N}`` after each training step. With ``--eval-every`` each
+passed multiple writes a checkpoint that a thread turns into ``DIR/policy_STEPS.pt``, a
+TorchScript of observations -> action logits.
 """
 
 from __future__ import annotations

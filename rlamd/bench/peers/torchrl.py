@@ -1,8 +1,7 @@
-"""TorchRL as a peer for prioritized replay: its ``PrioritizedSampler`` (C++ sum/min trees).
+"""TorchRL as a peer for prioritized replay: its ``PrioritizedSampler`` (C++ trees).
 
-torchrl 0.14.1's prebuilt extension is linked against another torch and fails to load with
-torch 2.13 (undefined symbol); the sources its wheel ships (``csrc/``) build against ours,
-once, into ``~/.cache/rlamd`` (``RLAMD_CACHE``).
+torchrl 0.14.1's prebuilt extension fails to load with torch 2.13 (undefined symbol), so the
+sources its wheel ships (``csrc/``) are built once into ``~/.cache/rlamd`` (``RLAMD_CACHE``).
 """
 
 from __future__ import annotations

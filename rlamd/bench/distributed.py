@@ -1,0 +1,195 @@
+"""The scale-out suites. ``rollout``: env steps/s of Ray rollout actors and each
+transition's bytes in the object store: the ``--ray`` DQN rollout worker (Breakout, a CPU
+Q-network with Ape-X epsilons, initial priorities) for both chunk encodings in one run,
+``stacks`` (every observation's 4x84x84) and ``frames`` (newest frames plus stacks where the
+chain breaks, ``ray.ship_frames``), against the same worker in this process on one thread.
+``allreduce``: like rccl-tests' ``all_reduce_perf``, two rlamd Ray learners in one group as
+``--ray --num-learners 2`` forms it (``nccl``, RCCL on ROCm, when each gets a GPU; ``gloo``
+on CPUs; without Ray two local gloo processes); per float32 size from 8 B, doubling: time,
+algbw (size / time) and busbw (algbw x 2(n-1)/n). The Nature-CNN DQN's gradients: 6.7 MB.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import statistics
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+
+from rlamd.config.sections import RunConfig
+from rlamd.distributed.roles import RolloutWorker
+from rlamd.distributed.sync import run_group, time_allreduce
+
+from .common import Figure, measure, report
+
+__all__ = ["run_allreduce_suite", "run_rollout_suite"]
+
+
+@contextmanager
+def _local_ray(ray, cpus: int) -> Iterator[None]:
+    """The Ray already running, else a local one with ``cpus`` for the block."""
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()
+
+
+ENCODINGS = ("stacks", "frames")
+GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
+"""Breakout; 1, 2 and 4 actors (4 share the development machine's 2 cores); 4 envs each;
+chunks of 32 steps."""
+
+
+def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
+    """Per encoding: bytes/transition and a single-threaded in-process worker's steps/s."""
+    figures, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)  # as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1)
+    try:
+        for enc in ENCODINGS:
+            local = RolloutWorker(sections[enc], 0)
+            sizes = []
+            for _ in range(rounds):
+                payload, info = local.collect(None, 0, CHUNK)
+                sizes.append(len(pickle.dumps(payload, protocol=5)) / info.env_steps)
+            figures.append(
+                Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", sizes, encoding=enc)
+            )
+
+            def run(local=local) -> int:
+                for _ in range(rounds):
+                    local.collect(None, 0, CHUNK)
+                return rounds * CHUNK * ENVS
+
+            meta = {"actors": 0, "envs_per_worker": ENVS, "encoding": enc}
+            name = f"rollout/{enc}/in_process/{ENVS}envs"
+            figures.append(measure(name, "env steps/s", run, repeats=repeats, **meta))
+            local.close()
+    finally:
+        torch.set_num_threads(threads)
+    return figures
+
+
+def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
+    """Per actor count and encoding: Ray rollout actors' env steps/s."""
+    from rlamd.distributed.driver import _RayWorker
+
+    figures = []
+    for n in ACTORS:
+        for enc in ENCODINGS:
+            workers = [_RayWorker.options(num_cpus=1).remote(sections[enc], i) for i in range(n)]
+
+            def run(workers=workers) -> int:  # every actor keeps ``rounds`` chunks queued
+                chunk = [w.collect.options(num_returns=2) for w in workers]
+                refs = [c.remote(None, 0, CHUNK)[1] for _ in range(rounds) for c in chunk]
+                ray.get(refs)
+                return len(refs) * CHUNK * ENVS
+
+            meta = {"actors": n, "encoding": enc, "envs_per_worker": ENVS}
+            name = f"rollout/{enc}/ray/{n}actors"
+            figures.append(measure(name, "env steps/s", run, repeats=repeats, **meta))
+            for w in workers:
+                ray.kill(w)
+            time.sleep(0.5)
+    return figures
+
+
+def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
+    """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
+    try:
+        import ray
+    except ImportError:
+        if notes is not None:
+            notes.append("rollout skipped: Ray not installed (bash scripts/setup.sh --ray)")
+        return []
+    train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
+    ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS, "chunk_steps": CHUNK}
+    sections = {
+        e: RunConfig.from_dict({"train": train, "ray": ray_cfg | {"ship_frames": e == "frames"}})
+        for e in ENCODINGS
+    }
+    figures = _in_process(sections, rounds, repeats)
+    with _local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
+        figures += _on_ray(ray, sections, rounds, repeats)
+    _table(figures, ACTORS, repeats)
+    return figures
+
+
+def _table(figures: list[Figure], actors: tuple[int, ...], repeats: int) -> None:
+    """Bytes per transition and env steps/s per encoding, with the ratios into meta."""
+    by = {f.name: f for f in figures}
+    base = by[f"rollout/stacks/in_process/{ENVS}envs"].median
+    rows, labels = [], {"bytes_per_transition": "bytes per transition"}
+    labels[f"in_process/{ENVS}envs"] = "in-process worker, 1 thread: env steps/s"
+    labels |= {f"ray/{n}actors": f"{n} Ray actor(s) x {ENVS} envs: env steps/s" for n in actors}
+    for key, label in labels.items():
+        a, b = by[f"rollout/stacks/{key}"], by[f"rollout/frames/{key}"]
+        b.meta["ratio_to_stacks"] = b.median / a.median
+        if a.unit != "bytes":
+            for f in (a, b):
+                f.meta["ratio_to_in_process_stacks"] = f.median / base
+        first = "-" if a.unit == "bytes" else f"{base:,.0f}"
+        cells = (f"{a.median:,.0f}", f"{b.median:,.0f}", f"{b.median / a.median:.2f}")
+        rows.append((label, first, *cells))
+    head = f"rollout: {GAME}, DQN acting + priorities, chunks of {CHUNK} steps, stacks vs frames "
+    head += f"measured in this run; {os.cpu_count()} cores; median of {repeats}"
+    report(head, rows, ("", "in-process (stacks)", "stacks", "frames", "frames / stacks"))
+
+
+def _member(rank: int, world: int, sizes: list[int], iters: int):
+    return time_allreduce(torch.device("cpu"), sizes, iters)
+
+
+def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]:
+    from rlamd.distributed.driver import _RayLearner
+
+    gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
+    train = {"env": "cartpole", "device": "auto" if gpus else "cpu"}
+    sections = RunConfig.from_dict({"train": train})
+    spec, options = "cuda" if gpus else "cpu", {"num_cpus": 1, "num_gpus": gpus}
+    learners = [_RayLearner.options(**options).remote(sections, r, 2, spec, 2) for r in range(2)]
+    try:
+        addr, port = ray.get(learners[0].rendezvous.remote())
+        devices = ray.get([ln.join.remote(addr, port) for ln in learners])
+        results = ray.get([ln.allreduce_times.remote(sizes, iters) for ln in learners])[0]
+    finally:
+        for ln in learners:
+            ray.kill(ln)
+    return results, "nccl" if devices[0].startswith("cuda") else "gloo"
+
+
+def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list | None = None):
+    """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
+    world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
+    try:
+        import ray
+    except ImportError:
+        ray = None
+    where = "two Ray learner actors" if ray is not None else "two processes"
+    if ray is not None:
+        with _local_ray(ray, 4):
+            results, backend = _between_ray_learners(ray, sizes, iters)
+    else:
+        why = "Ray not installed, measured between two local processes (gloo)"
+        (notes if notes is not None else []).append(f"allreduce: {why} instead of two Ray learners")
+        results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
+    figures, rows, factor = [], [], 2 * (world - 1) / world
+    for nbytes, times in results:
+        t = statistics.median(times)
+        algbw = nbytes / t / 1e9
+        busbw = [nbytes / x / 1e9 * factor for x in times]
+        meta = {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw}
+        meta |= {"ranks": world, "between": where}
+        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, **meta))
+        rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
+    name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
+    head = f"allreduce: {world} ranks ({where}), {name}, float32, median of {iters}"
+    report(head, rows, ("bytes", "time (us)", "algbw (GB/s)", "busbw (GB/s)"))
+    return figures
