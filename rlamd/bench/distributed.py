@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import torch
 
 from rlamd.config.sections import RunConfig
+from rlamd.distributed.local import start_local
 from rlamd.distributed.roles import RolloutWorker
 from rlamd.distributed.sync import run_group, time_allreduce
 
@@ -34,7 +35,7 @@ def _local_ray(ray, cpus: int) -> Iterator[None]:
     """The Ray already running, else a local one with ``cpus`` for the block."""
     started = not ray.is_initialized()
     if started:
-        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+        start_local(ray, num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         yield
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
+from rlamd.distributed.local import start_local
 
 __all__ = ["PEER"]
 
@@ -36,7 +37,7 @@ def _ray_init(threads: int) -> bool:
 
     if ray.is_initialized():
         return False
-    ray.init(address="local", num_cpus=threads, include_dashboard=False, log_to_driver=False)
+    start_local(ray, num_cpus=threads, include_dashboard=False, log_to_driver=False)
     return True
 
 
