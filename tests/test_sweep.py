@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -284,7 +285,7 @@ def test_a_ray_start_that_timed_out_ends_what_it_left_and_tries_once_more(tmp_pa
 def test_trials_an_early_stopping_scheduler_ended_are_reported_as_stopped_early(tmp_path):
     pytest.importorskip("scipy")
     from rlamd.sweep.report import mark_stopped_early, write_report
-    from rlamd.sweep.trial import read_record
+    from rlamd.sweep.trial import read_record, save_record
 
     p = plan(["cartpole"], CARTPOLE, seeds=2, grid=parse_grid(["ppo.lr=1e-4,1e-3"]), name="s")
     sweep = tmp_path / "s"
@@ -295,7 +296,17 @@ def test_trials_an_early_stopping_scheduler_ended_are_reported_as_stopped_early(
     _fake_trial(sweep, "c00", "1e-4", 2, 0.0, status="failed")
     for seed in (1, 2):  # Tune ended their workers at a rung: their records say "running"
         _fake_trial(sweep, "c01", "1e-3", seed, 0.0, status="running")
-    assert mark_stopped_early(sweep, "asha") == 2
+
+    # ... and one worker writes "stopped" a moment after Tune returned (its run's SIGTERM
+    # checkpoint first); the other never does (killed)
+    def worker_writes_stopped():
+        save_record(sweep / "c01_s2", {**read_record(sweep / "c01_s2"), "status": "stopped"})
+
+    late = threading.Timer(0.5, worker_writes_stopped)
+    late.start()
+    assert mark_stopped_early(sweep, "asha", settle_s=3.0) == 2
+    late.join()
+    assert read_record(sweep / "c01_s2")["status"] == "stopped early"  # not undone
     assert read_record(sweep / "c00_s1")["status"] == "done"
     assert read_record(sweep / "c00_s2")["status"] == "failed"
     write_report(sweep)
@@ -303,7 +314,7 @@ def test_trials_an_early_stopping_scheduler_ended_are_reported_as_stopped_early(
     assert "c01_s1: stopped early by ASHA at step 4,096" in text
     assert "c01_s2: stopped early by ASHA" in text and "not finished" not in text
     assert "c00_s2: failed at step 4,096" in text and "| c01 | ppo.lr=1e-3 | 0/2 |" in text
-    assert mark_stopped_early(sweep, "asha") == 0  # once
+    assert mark_stopped_early(sweep, "asha", settle_s=0.0) == 0  # once
 
 
 def test_a_moved_sweep_sets_tunes_old_state_aside_and_an_optuna_one_says_where_it_was(
@@ -327,3 +338,22 @@ def test_a_moved_sweep_sets_tunes_old_state_aside_and_an_optuna_one_says_where_i
     p.search = "optuna"
     with pytest.raises(SweepError, match=r"resumes only there: move it back, then python -m"):
         _moved_here(p, here)
+
+
+def test_a_trial_stopped_after_training_only_evaluates_when_it_resumes(tmp_path):
+    """Stopped (Ctrl-C, an early stop) between its last step and its evaluation: the
+    resumed trial evaluates instead of asking ``rlamd.train`` for steps it has done."""
+    from rlamd.train import main as train
+
+    common = ["--logdir", str(tmp_path), "--run-name", "r", "--no-tensorboard"]
+    assert train(["cartpole", "--steps", "256", "--eval-every", "0", *common]) == 0
+    run = tmp_path / "r"
+    args = ["-m", "rlamd.sweep.child", "rlamd.train", "--resume", str(run)]
+    args += ["--then", "rlamd.evaluate", str(run), "--json", "--episodes", "1"]
+    out = subprocess.run([sys.executable, *args], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert f"rlamd: {run} has trained all of its 256 steps" in out.stdout
+    assert json.loads(out.stdout.strip().splitlines()[-1])["step"] == 256
+    again = [*args[:5], "--steps", "128"]  # --steps given: rlamd.train itself decides
+    more = subprocess.run([sys.executable, *again], capture_output=True, text=True, timeout=300)
+    assert more.returncode == 2 and "nothing is left to train" in more.stderr

@@ -18,6 +18,7 @@ import os
 import runpy
 import signal
 import sys
+from pathlib import Path
 
 __all__ = ["THEN", "die_with_parent", "main"]
 
@@ -50,6 +51,22 @@ def _run(module: str, args: list[str]) -> int:
     return 0
 
 
+def trained(args: list[str]) -> int | None:
+    """The step of ``rlamd.train --resume DIR`` whose checkpoint already holds every one of
+    its ``train.steps`` (a trial stopped after training, before its evaluation ended), so
+    that only what follows runs; None otherwise (``rlamd.train`` then says what is wrong)."""
+    if len(args) < 2 or args[0] != "--resume" or "--steps" in args:
+        return None
+    from rlamd.checkpoint import CheckpointError, load_checkpoint
+
+    try:
+        state = load_checkpoint(Path(args[1]) / "checkpoint.pt", note=lambda _: None)
+    except CheckpointError:
+        return None
+    step = state["step"]
+    return step if step >= state["config"]["train"]["steps"] else None
+
+
 def main() -> int:
     if len(sys.argv) < 2:
         print(
@@ -70,6 +87,10 @@ def main() -> int:
             current.append(arg)
     commands.append(current)
     for module, *args in commands:
+        step = trained(args) if module == "rlamd.train" else None
+        if step is not None:
+            print(f"rlamd: {args[1]} has trained all of its {step:,} steps", flush=True)
+            continue
         status = _run(module, args)
         if status != 0:
             return status

@@ -16,6 +16,7 @@ DIR`` works at any time, during the sweep too, and on a machine without Ray. It 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -27,7 +28,10 @@ from rlamd.storage import write_text_atomic
 
 from .plan import load_plan
 from .stats import Interval, summarize
-from .trial import read_record, save_record
+from .trial import STOP_WAIT_S, read_record, save_record
+
+SETTLE_S = STOP_WAIT_S + 10.0
+"""How long a stopped trial's worker may take to write its last record."""
 
 __all__ = ["Group", "best_toml", "groups", "table", "write_report"]
 
@@ -75,10 +79,17 @@ def groups(sweep_dir: Path) -> list[Group]:
     return [out[k] for k in sorted(out)]
 
 
-def mark_stopped_early(sweep_dir: Path, scheduler: str) -> int:
+def mark_stopped_early(sweep_dir: Path, scheduler: str, settle_s: float = SETTLE_S) -> int:
     """After a sweep whose every trial ended: a trial that is neither done nor failed was
     stopped by the scheduler (Tune ends its worker, so the trial cannot say so itself).
-    Returns how many were marked."""
+    A stopped worker may still be writing its last record ("stopped", once its run has
+    checkpointed) after Tune returned: records still "running" get up to ``settle_s`` for
+    that first, so that no late write undoes the mark. Returns how many were marked."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline and any(
+        read_record(d).get("status") in ("starting", "running") for d in _trial_dirs(sweep_dir)
+    ):
+        time.sleep(0.2)
     marked = 0
     for run_dir in _trial_dirs(sweep_dir):
         record = read_record(run_dir)

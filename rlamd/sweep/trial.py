@@ -343,7 +343,8 @@ def run_trial(config: dict[str, Any]) -> None:
         _stop(proc)
         watch.poll()
         record.update(status="stopped", env_steps=watch.step, wall_s=round(watch.wall(), 3))
-        save_record(run_dir, record)
+        if read_record(run_dir).get("status") != "stopped early":  # marked by the sweep
+            save_record(run_dir, record)
         raise
     finally:
         _stop(proc)
