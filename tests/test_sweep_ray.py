@@ -119,7 +119,9 @@ def test_an_interrupted_sweep_resumes_and_ends_with_all_four(tmp_path):
     assert sorted(_done(sweep)) == ["c00_s1", "c00_s2", "c01_s1", "c01_s2"]
     assert (sweep / first[0] / "checkpoint.pt").stat().st_mtime_ns == kept  # not run again
     logs = "".join(p.read_text() for p in (sweep / "logs").glob("*.log"))
-    assert "rlamd: resuming" in logs  # the interrupted trial went on from its checkpoint
+    # the interrupted trial went on from its checkpoint or, stopped after its last step,
+    # only evaluated (CartPole trains 4,096 steps in seconds: both happen)
+    assert "rlamd: resuming" in logs or "has trained all of its 4,096 steps" in logs
     assert "2/2" in (sweep / "results.md").read_text()
     assert not sweep_was.exists()  # nothing went back to the old place
     assert sorted(p.name for p in sweep.iterdir() if p.is_dir() and p.name.startswith("c0")) == [
