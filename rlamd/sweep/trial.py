@@ -306,6 +306,16 @@ def _watch(proc, watch, record, run_dir, tune_calls) -> None:
             report(m)
 
 
+def _stopped(proc, watch, record, run_dir) -> None:
+    """Stop the run (it checkpoints) and record where; a mark the sweep already wrote
+    (``stopped early``) stays."""
+    _stop(proc)
+    watch.poll()
+    record.update(status="stopped", env_steps=watch.step, wall_s=round(watch.wall(), 3))
+    if read_record(run_dir).get("status") != "stopped early":
+        save_record(run_dir, record)
+
+
 def run_trial(config: dict[str, Any]) -> None:
     """The Tune function trainable: train, report as it goes, evaluate at the end."""
     job = config["job"]
@@ -340,11 +350,7 @@ def run_trial(config: dict[str, Any]) -> None:
     try:
         _watch(proc, watch, record, run_dir, tune_calls)
     except BaseException:  # stopped by Tune (an early stop, the sweep interrupted)
-        _stop(proc)
-        watch.poll()
-        record.update(status="stopped", env_steps=watch.step, wall_s=round(watch.wall(), 3))
-        if read_record(run_dir).get("status") != "stopped early":  # marked by the sweep
-            save_record(run_dir, record)
+        _stopped(proc, watch, record, run_dir)
         raise
     finally:
         _stop(proc)
