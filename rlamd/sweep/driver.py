@@ -261,12 +261,13 @@ def _fit(plan_: Plan, folder: RunFolder, verbose: int) -> int:
             # RAY_ADDRESS (a `ray job submit` job): that cluster. Otherwise a Ray of its own,
             # never one that happens to run on this node (another user's, a killed sweep's).
             kwargs = {"include_dashboard": False, "configure_logging": False}
+            kwargs["log_to_driver"] = verbose > 1
             if os.environ.get("RAY_ADDRESS"):
-                ray.init(log_to_driver=verbose > 1, **kwargs)
+                ray.init(**kwargs)
             else:
                 from rlamd.distributed.local import start_local
 
-                start_local(ray, log_to_driver=verbose > 1, **kwargs)
+                start_local(ray, **kwargs)
         except Exception as exc:  # a local Ray that could not start (an overloaded machine)
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SweepError(
