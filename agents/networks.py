@@ -253,15 +253,17 @@ class EnsembleMLP(nn.Module):
         self.members = members
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """``x``: ``(B, in)`` (shared) or ``(k, B, in)``; returns ``(k, B, out)``."""
+        """``x``: ``(B, in)`` (shared) or ``(k, B, in)``; returns ``(k, B, out)``, the
+        output layer in float32 even inside autocast (as :func:`fp32_head`)."""
         if x.dim() == 2:
             x = x.expand(self.members, *x.shape)
-        last = len(self.weights) - 1
-        for i, (w, b) in enumerate(zip(self.weights, self.biases, strict=True)):
-            x = torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype))
-            if i < last:
-                x = F.relu(x)
-        return x
+        *hidden, (w_out, b_out) = zip(self.weights, self.biases, strict=True)
+        for w, b in hidden:
+            x = F.relu(torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype)))
+        if not torch.is_autocast_enabled(x.device.type):
+            return torch.baddbmm(b_out, x.float(), w_out)
+        with torch.autocast(x.device.type, enabled=False):
+            return torch.baddbmm(b_out, x.float(), w_out)
 
 
 class TwinQ(nn.Module):

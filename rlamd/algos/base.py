@@ -193,9 +193,12 @@ def build_learner(
     :func:`rlamd.graphs.capture_methods`.
     """
     shape, dtype, _ = obs_info(env)
-    mlp_only = not (dtype == torch.uint8 and len(shape) == 3)  # vectors: no CNN
+    cnn = dtype == torch.uint8 and len(shape) == 3
+    # An MLP's size decides (settings without hidden widths or a batch size count as small).
+    width = min(getattr(settings, "hidden", ()), default=0)
+    mlp = None if cnn else (width, getattr(settings, "batch_size", 0))
     bf16 = describe_device(device).bf16
-    mode = resolve_precision(cfg.train.precision, device, bf16, mlp_only=mlp_only)
+    mode = resolve_precision(cfg.train.precision, device, bf16, mlp=mlp)
     precision = Precision(
         mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
     )
