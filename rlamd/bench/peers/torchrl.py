@@ -1,4 +1,5 @@
-"""TorchRL as a peer for prioritized replay: its ``PrioritizedSampler`` (C++ trees).
+"""TorchRL as a peer: prioritized replay (its ``PrioritizedSampler``, C++ trees) and DQN
+(its ``DQNLoss`` learner, in the DQN suite's rows).
 
 torchrl 0.14.1's prebuilt extension fails to load with torch 2.13 (undefined symbol), so the
 sources its wheel ships (``csrc/``) are built once into ``~/.cache/rlamd`` (``RLAMD_CACHE``).
@@ -44,10 +45,99 @@ def prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any:
     return prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
 
 
+def _breakout() -> Any:
+    """Breakout as TorchRL steps a gymnasium env (``GymWrapper``): gymnasium's Atari
+    preprocessing (4 skipped frames, 84x84 grey, up to 30 no-ops) and 4 stacked frames."""
+    import ale_py
+    import gymnasium as gym
+    from torchrl.envs import GymWrapper
+
+    gym.register_envs(ale_py)
+    env = gym.make("BreakoutNoFrameskip-v4")
+    env = gym.wrappers.AtariPreprocessing(env, frame_skip=4, screen_size=84, noop_max=30)
+    return GymWrapper(gym.wrappers.FrameStackObservation(env, 4), device="cpu")
+
+
+def _nature_q(actions: int) -> Any:
+    """The Nature CNN (Mnih et al. 2015) from TorchRL's ``ConvNet`` and ``MLP``, as its DQN
+    example builds it, on uint8 frames scaled by 1/255."""
+    from torch import nn
+    from torchrl.modules import MLP, ConvNet
+
+    class Pixels(nn.Module):
+        def forward(self, x):
+            return x.float() / 255.0
+
+    conv = ConvNet(num_cells=[32, 64, 64], kernel_sizes=[8, 4, 3], strides=[4, 2, 1])
+    head = MLP(in_features=3136, out_features=actions, num_cells=[512])
+    return nn.Sequential(Pixels(), conv, head)
+
+
 class TorchRL(BasePeer):
     name, label, colour = "torchrl", "TorchRL", "#8e44ad"
-    measurements = frozenset({"replay"})
+    measurements = frozenset({"replay", "dqn"})
     requires = ("torchrl", "`pip install torchrl` to compare against it")
+
+    def dqn_algorithm(self) -> dict[str, Any]:
+        """TorchRL's ``DQNLoss`` defaults in rlamd: one-step TD(0) targets, no double Q,
+        no dueling head, uniform replay."""
+        return {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
+
+    def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
+        """TorchRL's DQN with rlamd's settings: ``DQNLoss`` (Huber, target copied every 250
+        updates by ``HardUpdate``), Adam lr 1e-4, a ``TensorDictReplayBuffer`` on a 50k
+        ``LazyTensorStorage``, epsilon 0.05; filled with ``warm`` random steps."""
+        import torch
+        from tensordict.nn import TensorDictSequential
+        from torchrl.data import LazyTensorStorage, TensorDictReplayBuffer
+        from torchrl.modules import EGreedyModule, QValueActor
+        from torchrl.objectives import DQNLoss, HardUpdate
+
+        from rlamd.bench.dqn import Side
+
+        env = _breakout()
+        spec = env.action_spec
+        actor = QValueActor(_nature_q(spec.space.n), in_keys=["observation"], spec=spec)
+        actor = actor.to(device)
+        explore = TensorDictSequential(actor, EGreedyModule(spec, eps_init=0.05, eps_end=0.05))
+        loss = DQNLoss(actor, loss_function="smooth_l1", delay_value=True, action_space=spec)
+        loss.make_value_estimator(gamma=0.99)
+        target = HardUpdate(loss, value_network_update_interval=250)
+        optimizer = torch.optim.Adam(loss.parameters(), lr=1e-4)
+        replay = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(50_000, device=device), batch_size=batch
+        )
+        state = {"td": env.reset()}
+
+        def env_step(policy) -> None:
+            done, state["td"] = env.step_and_maybe_reset(policy(state["td"]))
+            replay.add(done)
+
+        def learn_one() -> None:
+            value = loss(replay.sample().to(device))["loss"]
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+            target.step()
+
+        for _ in range(warm):
+            env_step(env.rand_action)
+
+        def act(td):
+            with torch.no_grad():
+                return explore(td.to(device)).cpu()
+
+        def iterate() -> int:
+            for _ in range(iters):
+                env_step(act)
+                learn_one()
+            return iters
+
+        learn = repeat(learn_one, iters)
+        meta = {"batch": batch, "device": str(device), "precision": "fp32", "algorithm": self.name}
+        return Side(
+            "TorchRL DQN (fp32)", f"{self.name}_fp32", meta, iterate, learn, learn_one, env.close
+        )
 
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
         """``run()`` draws ``batch`` and writes their priorities, ``iters`` times."""
