@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -144,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m rlamd.bench", *argv]),
         "quick": args.quick,
         "seconds": round(time.perf_counter() - t0, 1),
-        "suites": {k: [f.to_dict() for f in v] for k, v in results.items()},
+        "suites": {k: [asdict(f) for f in v] for k, v in results.items()},
         "load": {k: v.to_dict() for k, v in loads.items()},
         "published": PUBLISHED,
         "notes": notes,

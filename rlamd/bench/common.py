@@ -10,7 +10,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -57,9 +57,6 @@ class Figure:
     @classmethod
     def of(cls, name: str, unit: str, values: list[float], **meta: Any) -> Figure:
         return cls(name, unit, statistics.median(values), min(values), max(values), values, meta)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -134,11 +131,8 @@ class Ratio:
     rounds: tuple[float, ...]
 
     def text(self, x: str = "x") -> str:
-        """``1.55x (1.40-1.62)``: the median ratio and the range over rounds."""
+        """``1.55x (1.40-1.62)``: the median ratio and the range over rounds (``x=""``: a cell)."""
         return f"{self.median:.2f}{x} ({self.low:.2f}-{self.high:.2f})"
-
-    def cell(self) -> str:
-        return self.text("")
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
@@ -268,7 +262,6 @@ class StepCost:
     device_us: float | None
 
     def cells(self) -> tuple[str, ...]:
-        """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
         vals = (self.kernels, self.launches, self.host_us, self.device_us)
         return tuple("-" if x is None else f"{x:,.0f}" for x in vals)
 

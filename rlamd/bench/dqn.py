@@ -116,7 +116,7 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
         costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.cells()))
     base = its[0]
     rows = [
-        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).cell())
+        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).text(""))
         for s, i, u in zip(sides, its, ups, strict=True)
     ]
     lines = []

@@ -86,7 +86,7 @@ def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers
             close()
     base = figures[0]
     rows = [
-        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).cell())
+        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).text(""))
         for b, f in zip(built, figures, strict=True)
     ]
     pairs = [(b[3], f) for b, f in zip(built, figures, strict=True) if b[3] is not None]
