@@ -27,11 +27,11 @@ from rlamd.distributed.sync import run_group, time_allreduce
 
 from .common import Figure, measure, report
 
-__all__ = ["run_allreduce_suite", "run_rollout_suite"]
+__all__ = ["local_ray", "run_allreduce_suite", "run_rollout_suite"]
 
 
 @contextmanager
-def _local_ray(ray, cpus: int) -> Iterator[None]:
+def local_ray(ray, cpus: int) -> Iterator[None]:
     """The Ray already running, else a local one with ``cpus`` for the block."""
     started = not ray.is_initialized()
     if started:
@@ -117,7 +117,7 @@ def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None
         for e in ENCODINGS
     }
     figures = _in_process(sections, rounds, repeats)
-    with _local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
+    with local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
         figures += _on_ray(ray, sections, rounds, repeats)
     _table(figures, ACTORS, repeats)
     return figures
@@ -175,7 +175,7 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
         ray = None
     where = "two Ray learner actors" if ray is not None else "two processes"
     if ray is not None:
-        with _local_ray(ray, 4):
+        with local_ray(ray, 4):
             results, backend = _between_ray_learners(ray, sizes, iters)
     else:
         why = "Ray not installed, measured between two local processes (gloo)"
