@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlamd.bench.common import repeat
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
 __all__ = ["PEER", "linear"]
@@ -43,12 +44,7 @@ def _model(kind: str, policy: str, gym_id: str, n_envs: int, seed: int, **kwargs
 
 def _learning(model: Any, steps: int) -> Any:
     """A call that trains ``model`` ``steps`` more env steps and returns them."""
-
-    def run() -> int:
-        model.learn(total_timesteps=steps, reset_num_timesteps=False)
-        return steps
-
-    return run
+    return repeat(lambda: model.learn(total_timesteps=steps, reset_num_timesteps=False), 1, steps)
 
 
 _BREAKOUT = "BreakoutNoFrameskip-v4"
