@@ -68,17 +68,6 @@ def _ppo(s: PPOSettings, device: str) -> Any:
     return _model("PPO", policy, s.gym_id, s.num_envs, 0, device=device, **opts)
 
 
-def _gym_id(env: str) -> str:
-    from rlamd.envs import parse_env_id
-
-    parsed = parse_env_id(env)
-    if parsed.family != "atari":
-        return parsed.game
-    if parsed.sticky:
-        raise PeerUnavailable(f"{env}: SB3's Atari pipeline here plays NoFrameskip-v4 ids only")
-    return "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
-
-
 class SB3(BasePeer):
     name, label, colour = "sb3", "Stable-Baselines3", "#2c3e50"
     measurements = frozenset({"dqn", "ppo", "race", "contention"})
@@ -120,12 +109,21 @@ class SB3(BasePeer):
 
     def race_train(self, args: Any, stop: Any, evals: Any) -> None:
         """Train with the Zoo recipe, evaluating from a callback, until done or stopped."""
-        rec = self.recipe(args.env, args.algo)
+        from stable_baselines3.common.callbacks import BaseCallback
+
+        from rlamd.envs import parse_env_id
+
+        rec, parsed = self.recipe(args.env, args.algo), parse_env_id(args.env)
+        gym_id = parsed.game
+        if parsed.family == "atari" and parsed.sticky:
+            raise PeerUnavailable(
+                f"{args.env}: SB3's Atari pipeline here plays NoFrameskip-v4 only"
+            )
+        if parsed.family == "atari":
+            gym_id = "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
         kwargs = {k: linear(v) for k, v in rec.kwargs.items()}
         kind, policy = args.algo.upper(), kwargs.pop("policy")
-        gym_id = _gym_id(args.env)
         model = _model(kind, policy, gym_id, rec.n_envs, args.seed, device=args.device, **kwargs)
-        from stable_baselines3.common.callbacks import BaseCallback
 
         def act(obs):
             actions, _ = model.predict(obs.cpu().numpy(), deterministic=args.algo == "dqn")
