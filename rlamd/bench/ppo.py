@@ -58,16 +58,6 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
     return f"rlamd ({mode})", c, engine.close, None
 
 
-def _raw(n: int):
-    """The raw vector env with random actions: the ceiling no learner can pass."""
-    raw = raw_env("breakout", n)
-    raw.reset(seed=0)
-    acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
-    run = timed(stepping(raw, acts, len(acts) * n))
-    c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
-    return "raw AtariVectorEnv (no learning)", c, raw.close, None
-
-
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
     built = []
     try:
@@ -78,8 +68,13 @@ def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers
             run = timed(t.run, device=device, per=t.per)
             c = Contender(f"{suite}/{p.name}_fp32/{s.num_envs}envs", UNIT, run, t.meta)
             built.append((t.label, c, t.close, p))
-        if s.family == "atari":
-            built.append(_raw(s.num_envs))
+        if s.family == "atari":  # the raw vector env, random actions: no learner can pass it
+            raw, n = raw_env("breakout", s.num_envs), s.num_envs
+            raw.reset(seed=0)
+            acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+            run = timed(stepping(raw, acts, len(acts) * n))
+            c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
+            built.append(("raw AtariVectorEnv (no learning)", c, raw.close, None))
         figures = interleave([c for _, c, _, _ in built], repeats=repeats)
     finally:
         for _, _, close, _ in built:
