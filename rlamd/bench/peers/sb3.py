@@ -11,15 +11,7 @@ from typing import Any
 from rlamd.bench.common import repeat
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
-__all__ = ["PEER", "linear"]
-
-
-def linear(value: Any) -> Any:
-    """``lin_X`` -> a schedule of SB3's ``progress_remaining`` (1 -> 0): X times it."""
-    if isinstance(value, str) and value.startswith("lin_"):
-        start = float(value[4:])
-        return lambda progress_remaining: progress_remaining * start
-    return value
+__all__ = ["PEER"]
 
 
 def _model(kind: str, policy: str, gym_id: str, n_envs: int, seed: int, **kwargs: Any) -> Any:
@@ -47,14 +39,11 @@ def _learning(model: Any, steps: int) -> Any:
     return repeat(lambda: model.learn(total_timesteps=steps, reset_num_timesteps=False), 1, steps)
 
 
-_BREAKOUT = "BreakoutNoFrameskip-v4"
-
-
 def _dqn(num_envs: int, device: str, batch: int, warm: int, per_update: int) -> Any:
     """SB3's DQN with rlamd's settings (replay 50k, target sync every 250), filled."""
     opts = {"buffer_size": 50_000, "learning_starts": warm, "batch_size": batch, "train_freq": 1}
     opts |= {"gradient_steps": per_update, "target_update_interval": 250}
-    model = _model("DQN", "CnnPolicy", _BREAKOUT, num_envs, 0, device=device, **opts)
+    model = _model("DQN", "CnnPolicy", "BreakoutNoFrameskip-v4", num_envs, 0, device=device, **opts)
     model.learn(total_timesteps=warm)
     return model
 
@@ -121,7 +110,10 @@ class SB3(BasePeer):
             )
         if parsed.family == "atari":
             gym_id = "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
-        kwargs = {k: linear(v) for k, v in rec.kwargs.items()}
+        kwargs = dict(rec.kwargs)
+        for k, v in kwargs.items():  # lin_X: a schedule of progress_remaining (1 -> 0), X times it
+            if isinstance(v, str) and v.startswith("lin_"):
+                kwargs[k] = lambda progress_remaining, x=float(v[4:]): progress_remaining * x
         kind, policy = args.algo.upper(), kwargs.pop("policy")
         model = _model(kind, policy, gym_id, rec.n_envs, args.seed, device=args.device, **kwargs)
 
