@@ -197,10 +197,6 @@ class LoadReport:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "busy": self.busy}
 
-    def cell(self) -> str:
-        """Others' cores during the timing as a table cell."""
-        return "-" if self.during is None else f"{self.during:.2f}"
-
 
 class LoadMonitor:
     """``with LoadMonitor() as mon: <timed block>``, then ``mon.report``: samples for

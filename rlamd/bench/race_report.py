@@ -94,10 +94,11 @@ def print_race(runs: list[RaceRun], head: str) -> None:
     for r in runs:
         hit, best, load = r.hit, r.best, r.load
         ready = "-" if load is None or load.runnable is None else f"{load.runnable:.1f}"
+        others = "-" if load is None or load.during is None else f"{load.during:.2f}"
         when = ("not reached",) * 2 if hit is None else (f"{hit.seconds:,.0f}", f"{hit.step:,}")
         who = (r.algo, _label(r.contender), str(r.recipe.get("tag", "-")), str(r.seed))
         best_at = "-" if best is None else f"{best.mean:.1f} at {best.step:,}"
-        table.append((*who, *when, best_at, r.stopped, "-" if load is None else load.cell(), ready))
+        table.append((*who, *when, best_at, r.stopped, others, ready))
     columns = ("algo", "framework", "settings", "seed", "seconds", "env steps", "best score")
     report(head, table, (*columns, "stopped", "others' cores", "ready threads"))
     rows = {(x["algo"], x["contender"]): x for x in summary(runs)}
