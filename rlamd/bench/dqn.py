@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -74,9 +75,7 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
         finally:
             agent.learn_step = captured
 
-    def graph_step() -> None:  # as the run calls it: a graph on GPUs
-        agent.learn(loop.buffer, batch, 0.4)
-
+    graph_step = partial(agent.learn, loop.buffer, batch, 0.4)  # as the run calls it
     repeat(graph_step, 5)()  # past the graph's warm-up and capture
     meta = {"device": str(device), "batch": batch, "precision": mode, "algorithm": "rlamd"}
     key, who = f"rlamd_{mode}", f"rlamd ({mode})"
