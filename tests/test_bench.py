@@ -277,12 +277,12 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
 def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
     import importlib
 
-    from rlamd.bench.__main__ import _RUNNERS, _run, suite_function
+    from rlamd.bench.__main__ import _MODULES, _RUNNERS, _run
     from rlamd.bench.common import MIN_REPEATS
 
     seen: dict[str, int] = {}
     for suite in _RUNNERS:
-        module = suite_function(suite).__module__
+        module = f"rlamd.bench.{_MODULES.get(suite, suite)}"
         func = f"run_{suite}_suite"
 
         def fake(*args, _suite=suite, **kwargs):

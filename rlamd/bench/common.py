@@ -128,7 +128,6 @@ class Ratio:
     median: float
     low: float
     high: float
-    rounds: tuple[float, ...]
 
     def text(self, x: str = "x") -> str:
         """``1.55x (1.40-1.62)``: the median ratio and the range over rounds (``x=""``: a cell)."""
@@ -146,7 +145,7 @@ def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
     # A contender that did nothing in a round (a starved child) gives no ratio, not a crash.
     rounds = tuple(x / y if y else math.nan for x, y in zip(a.repeats, b.repeats, strict=True))
     ok = [x for x in rounds if not math.isnan(x)] or [math.nan]
-    r = Ratio(statistics.median(ok), min(ok), max(ok), rounds)
+    r = Ratio(statistics.median(ok), min(ok), max(ok))
     if key is not None:
         a.meta[key], a.meta[f"{key}_range"] = r.median, [r.low, r.high]
     return r

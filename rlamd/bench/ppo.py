@@ -9,6 +9,8 @@ CartPole-v1, the same shape, lr 1e-3, clip 0.2, no entropy (rlamd's preset). rla
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -116,13 +118,7 @@ def run_ppo_suite(
     return figures
 
 
-def run_classic_suite(
-    iters: int = 4,
-    repeats: int = 5,
-    device: torch.device | str = "cpu",
-    precisions: tuple[str, ...] = ("auto",),
-    peers: bool = True,
-    notes: list[str] | None = None,
-) -> list[Figure]:
-    """PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""
-    return run_ppo_suite(iters, repeats, device, (8,), precisions, peers, notes, suite="classic")
+run_classic_suite = partial(
+    run_ppo_suite, iters=4, repeats=5, precisions=("auto",), suite="classic"
+)
+"""PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""
