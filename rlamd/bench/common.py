@@ -176,7 +176,6 @@ def peer_lines(base: Figure, peer_figs: list, what: str, head: str = "") -> list
 
 
 def report(head: str, rows: list, header: tuple[str, ...], lines: list[str] = ()) -> None:
-    """A suite's head line, its table and the lines after it, on stdout."""
     print(f"\n{head}")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
@@ -214,7 +213,6 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
-    """The machine, its software versions and the device, for a results file."""
     info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
     return {"date": when, "platform": platform.platform()} | {
         "processor": platform.processor() or platform.machine(),
@@ -266,7 +264,6 @@ class StepCost:
 
 
 def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
-    """The step-cost table: ``columns``, then what :meth:`StepCost.cells` gives."""
     gpu = torch.device(device).type == "cuda"
     unit, ran = ("kernels", "GPU kernels run") if gpu else ("ops", "leaf ATen ops doing work")
     head = f"per {what} on {device} (torch.profiler; {unit}: {ran}; launches: host "

@@ -53,7 +53,6 @@ def _own_ticks(proc: Path, root: int) -> dict[int, tuple[int, int]]:
 
 
 def _stat(proc: Path, key: str) -> list[int] | None:
-    """The numbers on ``/proc/stat``'s line starting with ``key``."""
     try:
         with open(proc / "stat", encoding="ascii") as f:
             return next([int(x) for x in line.split()[1:]] for line in f if line.startswith(key))

@@ -49,7 +49,6 @@ class RaceRun:
 
     @property
     def hit(self) -> EvalPoint | None:
-        """The first evaluation at or above the target."""
         return next((p for p in self.curve if p.mean >= self.target), None)
 
     @property

@@ -33,7 +33,6 @@ def _config(algo: str, env: str, n_envs: int, seed: int, training: dict, model: 
 
 
 def _trained(algo: Any) -> int:
-    """One training iteration; the env steps it sampled."""
     return int(algo.train()["env_runners"]["num_env_steps_sampled"])
 
 
