@@ -113,19 +113,25 @@ def test_contention_neighbour_is_always_killed():
 
 
 def test_contention_child_measures_the_training_loop():
+    """What a condition's child builds and times (``--serve``): rlamd's loop, in windows."""
     import torch
 
-    from rlamd.bench.contention import run_child
+    from rlamd.bench.contention import _build, _window
 
     threads = torch.get_num_threads()
+    rates = {}
     try:
-        out = run_child("ppo", "budget", 0.3, env_name="cartpole", num_envs=2, chunks=2)
-        dqn = run_child("dqn", "untuned", 0.3, env_name="cartpole", num_envs=2, warm=64, chunks=2)
+        for algo, mode, warm in (("ppo", "budget", 1000), ("dqn", "untuned", 64)):
+            iterate, close, line = _build(algo, mode, "cartpole", num_envs=2, warm=warm)
+            try:
+                rates[algo] = [_window(iterate, 0.15) for _ in range(2)]
+            finally:
+                close()
+            if mode == "budget":
+                assert line.startswith("threads ") and "envs 2" in line
     finally:
         torch.set_num_threads(threads)
-    assert len(out["rates"]) == 2 and all(r > 0 for r in out["rates"])
-    assert out["threads"].startswith("threads ") and "envs 2" in out["threads"]
-    assert len(dqn["rates"]) == 2 and all(r > 0 for r in dqn["rates"])
+    assert all(len(r) == 2 and min(r) > 0 for r in rates.values()), rates
 
 
 _NEIGHBOUR = {"on": False}
@@ -271,12 +277,12 @@ def test_interleave_times_contenders_in_rounds_and_ratios_per_round():
 def test_every_suite_on_the_command_line_gets_at_least_three_repeats(monkeypatch, quick):
     import importlib
 
-    from rlamd.bench.__main__ import _RUNNERS, _run, suite_function
+    from rlamd.bench.__main__ import _MODULES, _RUNNERS, _run
     from rlamd.bench.common import MIN_REPEATS
 
     seen: dict[str, int] = {}
     for suite in _RUNNERS:
-        module = suite_function(suite).__module__
+        module = f"rlamd.bench.{_MODULES.get(suite, suite)}"
         func = f"run_{suite}_suite"
 
         def fake(*args, _suite=suite, **kwargs):

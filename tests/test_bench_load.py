@@ -109,12 +109,12 @@ def test_busy_rule_and_warning():
 
 
 def test_gpu_readers_parse_each_tool_and_skip_silently(monkeypatch):
-    assert load._parse_nvidia("17\n83\n", 1) == 83.0
-    assert load._parse_nvidia("[N/A]\n", 0) is None
+    assert load._parse("nvidia-smi", "17\n83\n", 1) == 83.0
+    assert load._parse("nvidia-smi", "[N/A]\n", 0) is None
     rocm = json.dumps({"card1": {"GPU use (%)": "9"}, "card0": {"GPU use (%)": "42"}})
-    assert load._parse_rocm(rocm, 0) == 42.0 and load._parse_rocm("{}", 0) is None
+    assert load._parse("rocm-smi", rocm, 0) == 42.0 and load._parse("rocm-smi", "{}", 0) is None
     amd = json.dumps([{"gpu": 0, "usage": {"gfx_activity": {"value": 55, "unit": "%"}}}])
-    assert load._parse_amd(amd, 0) == 55.0 and load._parse_amd("not json", 0) is None
+    assert load._parse("amd-smi", amd, 0) == 55.0 and load._parse("amd-smi", "not json", 0) is None
     monkeypatch.setattr(load.shutil, "which", lambda name: None)
     monkeypatch.setitem(sys.modules, "torch", None)
     assert load.gpu_utilisation(0) is None

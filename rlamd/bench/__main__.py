@@ -15,6 +15,7 @@ import json
 import re
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import torch
@@ -35,15 +36,11 @@ SUITES = tuple(_RUNNERS)
 _MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allreduce": "distributed"}
 
 
-def suite_function(suite: str):
-    """``run_SUITE_suite`` of the suite's module (by default ``rlamd/bench/SUITE.py``)."""
-    module = _MODULES.get(suite, suite)
-    return getattr(importlib.import_module(f"rlamd.bench.{module}"), f"run_{suite}_suite")
-
-
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
-    """One suite's figures, or None when it was skipped as a whole (no results entry)."""
-    fn = suite_function(suite)
+    """One suite's figures (``run_SUITE_suite`` of ``rlamd/bench/SUITE.py`` unless
+    :data:`_MODULES` names its module), or None when it was skipped as a whole."""
+    module = importlib.import_module(f"rlamd.bench.{_MODULES.get(suite, suite)}")
+    fn = getattr(module, f"run_{suite}_suite")
     kwargs = {k: v[0] if quick else v[1] for k, v in _RUNNERS[suite].items()}
     if suite == "ppo":
         kwargs["env_counts"] = (8,) if device.type == "cpu" else (8, 64)
@@ -144,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "command": " ".join(["python -m rlamd.bench", *argv]),
         "quick": args.quick,
         "seconds": round(time.perf_counter() - t0, 1),
-        "suites": {k: [f.to_dict() for f in v] for k, v in results.items()},
+        "suites": {k: [asdict(f) for f in v] for k, v in results.items()},
         "load": {k: v.to_dict() for k, v in loads.items()},
         "published": PUBLISHED,
         "notes": notes,

@@ -10,7 +10,7 @@ import platform
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -57,9 +57,6 @@ class Figure:
     @classmethod
     def of(cls, name: str, unit: str, values: list[float], **meta: Any) -> Figure:
         return cls(name, unit, statistics.median(values), min(values), max(values), values, meta)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -131,14 +128,10 @@ class Ratio:
     median: float
     low: float
     high: float
-    rounds: tuple[float, ...]
 
     def text(self, x: str = "x") -> str:
-        """``1.55x (1.40-1.62)``: the median ratio and the range over rounds."""
+        """``1.55x (1.40-1.62)``: the median ratio and the range over rounds (``x=""``: a cell)."""
         return f"{self.median:.2f}{x} ({self.low:.2f}-{self.high:.2f})"
-
-    def cell(self) -> str:
-        return self.text("")
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
@@ -152,7 +145,7 @@ def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
     # A contender that did nothing in a round (a starved child) gives no ratio, not a crash.
     rounds = tuple(x / y if y else math.nan for x, y in zip(a.repeats, b.repeats, strict=True))
     ok = [x for x in rounds if not math.isnan(x)] or [math.nan]
-    r = Ratio(statistics.median(ok), min(ok), max(ok), rounds)
+    r = Ratio(statistics.median(ok), min(ok), max(ok))
     if key is not None:
         a.meta[key], a.meta[f"{key}_range"] = r.median, [r.low, r.high]
     return r
@@ -183,7 +176,6 @@ def peer_lines(base: Figure, peer_figs: list, what: str, head: str = "") -> list
 
 
 def report(head: str, rows: list, header: tuple[str, ...], lines: list[str] = ()) -> None:
-    """A suite's head line, its table and the lines after it, on stdout."""
     print(f"\n{head}")
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     line = "  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True))
@@ -221,7 +213,6 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
 
 
 def machine_info(device: torch.device) -> dict[str, Any]:
-    """The machine, its software versions and the device, for a results file."""
     info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
     return {"date": when, "platform": platform.platform()} | {
         "processor": platform.processor() or platform.machine(),
@@ -268,13 +259,11 @@ class StepCost:
     device_us: float | None
 
     def cells(self) -> tuple[str, ...]:
-        """Kernels, launches, host µs and device µs as table cells ("-": not measured)."""
         vals = (self.kernels, self.launches, self.host_us, self.device_us)
         return tuple("-" if x is None else f"{x:,.0f}" for x in vals)
 
 
 def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
-    """The step-cost table: ``columns``, then what :meth:`StepCost.cells` gives."""
     gpu = torch.device(device).type == "cuda"
     unit, ran = ("kernels", "GPU kernels run") if gpu else ("ops", "leaf ATen ops doing work")
     head = f"per {what} on {device} (torch.profiler; {unit}: {ran}; launches: host "

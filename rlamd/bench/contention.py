@@ -21,12 +21,14 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+
+from rlamd.threads import OPENMP_ENV, cores_available
 
 from .child import Child
 from .common import MIN_REPEATS, Contender, Figure, each_peer, interleave, ratio, report, rlamd_loop
+from .peer import get
 
-__all__ = ["NEIGHBOUR", "busy_neighbour", "run_child", "run_contention_suite"]
+__all__ = ["NEIGHBOUR", "busy_neighbour", "run_contention_suite"]
 
 GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
@@ -53,10 +55,8 @@ def _build(algo: str, mode: str, env_name: str = GAME, num_envs: int = NUM_ENVS,
 
     line = f"torch {torch.get_num_threads()}, ale-py default, OpenMP default"
     if mode not in ("budget", "untuned"):
-        from .peer import get
-
         return (*get(mode).contention(algo, num_envs, warm), line)
-    threads = None
+    threads = watch = None
     if mode == "budget":
         from rlamd.threads import LoadWatch, apply_threads, describe, plan_threads
 
@@ -68,7 +68,7 @@ def _build(algo: str, mode: str, env_name: str = GAME, num_envs: int = NUM_ENVS,
     loop, _ = rlamd_loop(train | {"device": "cpu", "precision": "fp32"}, warm)
 
     def iterate() -> int:
-        if mode == "budget":
+        if watch is not None:
             watch.update()
         before = loop.step
         loop.iterate()
@@ -86,28 +86,14 @@ def _window(iterate, seconds: float) -> float:
     return done / (time.perf_counter() - t0)
 
 
-def run_child(algo: str, mode: str, seconds: float, chunks: int = 3, **opts: Any) -> dict:
-    """One condition in this process (``opts``: ``env_name``, ``num_envs``, ``warm``):
-    ``{"rates": [env steps/s per window], "threads": ...}``."""
-    iterate, close, line = _build(algo, mode, **opts)
-    try:
-        rates = [_window(iterate, seconds / chunks) for _ in range(chunks)]
-    finally:
-        close()
-    return {"rates": rates, "threads": line}
-
-
 class _Child:
     """One condition's child process, built once and asked for a window at a time."""
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
         env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS.split()}
-        if mode == "budget":
-            from rlamd.threads import OPENMP_ENV
-
-            env.update(OPENMP_ENV)
-        else:  # the libraries' own defaults: rlamd must not set its wait policy in this child
-            env["RLAMD_OPENMP_DEFAULTS"] = "1"
+        # Budget: rlamd's wait policy; otherwise the libraries' own defaults, which rlamd
+        # must not replace in this child.
+        env |= OPENMP_ENV if mode == "budget" else {"RLAMD_OPENMP_DEFAULTS": "1"}
         cmd = [sys.executable, "-m", __name__, "--serve", algo, mode, "--env", env_name]
         self.child, self.timeout = Child(cmd, stdin=True, env=env), timeout
         self.threads = self.child.ask(None, timeout)["threads"]
@@ -122,8 +108,6 @@ class _Child:
 def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
     """Every child alone and beside the neighbour, in interleaved rounds of windows of
     ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
-    from rlamd.threads import cores_available
-
     window, dead = seconds / repeats, set()
 
     def once(mode: str, busy: bool):
@@ -172,7 +156,7 @@ def run_contention_suite(
             names[peer.name] = peer.label
         else:
             notes.append(f"contention: {peer.label} skipped on {env_name} (its runs play {GAME})")
-    figures, rows = [], []
+    figures, rows, lines = [], [], []
     for algo in algos:
         children = {}
         for mode in names:
@@ -187,21 +171,14 @@ def run_contention_suite(
                 child.close()
         figures += got
         for alone, busy in zip(got[::2], got[1::2], strict=True):
-            r, who = ratio(busy, alone, "ratio"), names[busy.meta["mode"]]
-            cells = (f"{alone.median:,.0f}", f"{busy.median:,.0f}", r.cell(), alone.meta["threads"])
+            r, who = ratio(busy, alone, "ratio").text(""), names[busy.meta["mode"]]
+            cells = (f"{alone.median:,.0f}", f"{busy.median:,.0f}", r, alone.meta["threads"])
             rows.append((algo, who, *cells))
-    _report(figures, rows, algos, env_name, seconds, repeats)
-    return figures
-
-
-def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -> None:
-    from rlamd.threads import cores_available
-
-    by = {(f.meta["mode"], f.meta["algo"], f.meta["neighbour"]): f for f in figures}
-    pairs = [(a, by.get(("budget", a, False)), by.get(("untuned", a, False))) for a in algos]
-    why = "(the thread budget must not cost throughput)"
-    ok = [(a, new, old) for a, new, old in pairs if new and old]
-    lines = [f"{a}: alone, budget / untuned = {ratio(n, o).text()} {why}" for a, n, o in ok]
+        alone = {f.meta["mode"]: f for f in got[::2]}
+        if "budget" in alone and "untuned" in alone:
+            r = ratio(alone["budget"], alone["untuned"]).text()
+            why = "(the thread budget must not cost throughput)"
+            lines.append(f"{algo}: alone, budget / untuned = {r} {why}")
     head = (
         f"contention on {cores_available()} cores: {env_name}, {NUM_ENVS} envs, env steps/s "
         f'alone and beside one busy process (`python -c "{NEIGHBOUR}"`); median of interleaved '
@@ -209,6 +186,7 @@ def _report(figures, rows, algos, env_name: str, seconds: float, repeats: int) -
         "alone per round, median (min-max)"
     )
     report(head, rows, ("algo", "who", "alone", "with neighbour", "ratio", "threads"), lines)
+    return figures
 
 
 def _serve(algo: str, mode: str, env_name: str) -> None:

@@ -85,7 +85,7 @@ def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") ->
         raw, ours = interleave(contenders, repeats=repeats)
         r = ratio(ours, raw, "ratio_to_raw")
         figures += [raw, ours]
-        rows.append((str(n), f"{raw.median:,.0f}", f"{ours.median:,.0f}", r.cell()))
+        rows.append((str(n), f"{raw.median:,.0f}", f"{ours.median:,.0f}", r.text("")))
         for env in envs.values():
             env.close()
     head = (

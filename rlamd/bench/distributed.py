@@ -17,6 +17,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 
@@ -25,13 +26,13 @@ from rlamd.distributed.local import start_local
 from rlamd.distributed.roles import RolloutWorker
 from rlamd.distributed.sync import run_group, time_allreduce
 
-from .common import Figure, measure, report
+from .common import Figure, measure, repeat, report
 
-__all__ = ["run_allreduce_suite", "run_rollout_suite"]
+__all__ = ["local_ray", "run_allreduce_suite", "run_rollout_suite"]
 
 
 @contextmanager
-def _local_ray(ray, cpus: int) -> Iterator[None]:
+def local_ray(ray, cpus: int) -> Iterator[None]:
     """The Ray already running, else a local one with ``cpus`` for the block."""
     started = not ray.is_initialized()
     if started:
@@ -63,12 +64,7 @@ def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
             figures.append(
                 Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", sizes, encoding=enc)
             )
-
-            def run(local=local) -> int:
-                for _ in range(rounds):
-                    local.collect(None, 0, CHUNK)
-                return rounds * CHUNK * ENVS
-
+            run = repeat(partial(local.collect, None, 0, CHUNK), rounds, rounds * CHUNK * ENVS)
             meta = {"actors": 0, "envs_per_worker": ENVS, "encoding": enc}
             name = f"rollout/{enc}/in_process/{ENVS}envs"
             figures.append(measure(name, "env steps/s", run, repeats=repeats, **meta))
@@ -117,7 +113,7 @@ def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None
         for e in ENCODINGS
     }
     figures = _in_process(sections, rounds, repeats)
-    with _local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
+    with local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
         figures += _on_ray(ray, sections, rounds, repeats)
     _table(figures, ACTORS, repeats)
     return figures
@@ -148,24 +144,6 @@ def _member(rank: int, world: int, sizes: list[int], iters: int):
     return time_allreduce(torch.device("cpu"), sizes, iters)
 
 
-def _between_ray_learners(ray, sizes: list[int], iters: int) -> tuple[list, str]:
-    from rlamd.distributed.driver import _RayLearner
-
-    gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
-    train = {"env": "cartpole", "device": "auto" if gpus else "cpu"}
-    sections = RunConfig.from_dict({"train": train})
-    spec, options = "cuda" if gpus else "cpu", {"num_cpus": 1, "num_gpus": gpus}
-    learners = [_RayLearner.options(**options).remote(sections, r, 2, spec, 2) for r in range(2)]
-    try:
-        addr, port = ray.get(learners[0].rendezvous.remote())
-        devices = ray.get([ln.join.remote(addr, port) for ln in learners])
-        results = ray.get([ln.allreduce_times.remote(sizes, iters) for ln in learners])[0]
-    finally:
-        for ln in learners:
-            ray.kill(ln)
-    return results, "nccl" if devices[0].startswith("cuda") else "gloo"
-
-
 def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: list | None = None):
     """Figures per message size: bus bandwidth of a 2-rank float32 all-reduce (GB/s)."""
     world, sizes = 2, [8 << i for i in range(max(0, (max_bytes // 8).bit_length()))]
@@ -173,14 +151,29 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
         import ray
     except ImportError:
         ray = None
-    where = "two Ray learner actors" if ray is not None else "two processes"
-    if ray is not None:
-        with _local_ray(ray, 4):
-            results, backend = _between_ray_learners(ray, sizes, iters)
-    else:
+    if ray is None:
         why = "Ray not installed, measured between two local processes (gloo)"
         (notes if notes is not None else []).append(f"allreduce: {why} instead of two Ray learners")
         results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
+        where = "two processes"
+    else:
+        from rlamd.distributed.driver import _RayLearner
+
+        where = "two Ray learner actors"
+        with local_ray(ray, 4):
+            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 2 else 0.0
+            train = {"env": "cartpole", "device": "auto" if gpus else "cpu"}
+            sections = RunConfig.from_dict({"train": train})
+            spec, new = "cuda" if gpus else "cpu", _RayLearner.options(num_cpus=1, num_gpus=gpus)
+            learners = [new.remote(sections, r, 2, spec, 2) for r in range(2)]
+            try:
+                addr, port = ray.get(learners[0].rendezvous.remote())
+                devices = ray.get([ln.join.remote(addr, port) for ln in learners])
+                results = ray.get([ln.allreduce_times.remote(sizes, iters) for ln in learners])[0]
+            finally:
+                for ln in learners:
+                    ray.kill(ln)
+        backend = "nccl" if devices[0].startswith("cuda") else "gloo"
     figures, rows, factor = [], [], 2 * (world - 1) / world
     for nbytes, times in results:
         t = statistics.median(times)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -74,9 +75,7 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
         finally:
             agent.learn_step = captured
 
-    def graph_step() -> None:  # as the run calls it: a graph on GPUs
-        agent.learn(loop.buffer, batch, 0.4)
-
+    graph_step = partial(agent.learn, loop.buffer, batch, 0.4)  # as the run calls it
     repeat(graph_step, 5)()  # past the graph's warm-up and capture
     meta = {"device": str(device), "batch": batch, "precision": mode, "algorithm": "rlamd"}
     key, who = f"rlamd_{mode}", f"rlamd ({mode})"
@@ -91,20 +90,16 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
 _SUFFIX = {"iterate": "iterations", "learn": "learner", "learn_step": "learn_step"}
 
 
-def _contender(s: Side, what: str, batch: int, device: torch.device) -> Contender:
-    """Side ``s``'s ``what`` (``iterate``, ``learn`` or ``learn_step``) as a contender."""
-    unit, run = "it/s" if what == "iterate" else "updates/s", timed(getattr(s, what), device=device)
-    meta = s.meta | ({"graph": s.graphed} if what == "learn_step" else {})
-    return Contender(f"dqn/{s.key}/b{batch}/{_SUFFIX[what]}", unit, run, meta)
-
-
 def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
     """Interleaved figures for one batch size: (figures, table rows, step-cost rows, lines)."""
-    own = [s for s in sides if s.learn_step is not None]
-    got = {
-        what: interleave([_contender(s, what, batch, device) for s in who], repeats=repeats)
-        for what, who in (("iterate", sides), ("learn", sides), ("learn_step", own))
-    }
+    own, got = [s for s in sides if s.learn_step is not None], {}
+    for what, who in (("iterate", sides), ("learn", sides), ("learn_step", own)):
+        unit, contenders = "it/s" if what == "iterate" else "updates/s", []
+        for s in who:  # each side's ``what`` as a contender
+            meta = s.meta | ({"graph": s.graphed} if what == "learn_step" else {})
+            run = timed(getattr(s, what), device=device)
+            contenders.append(Contender(f"dqn/{s.key}/b{batch}/{_SUFFIX[what]}", unit, run, meta))
+        got[what] = interleave(contenders, repeats=repeats)
     its, ups, grs = got["iterate"], got["learn"], got["learn_step"]
     costs = []
     timed_as = [(s, f, "eager", s.learn_one) for s, f in zip(sides, ups, strict=True)]
@@ -116,7 +111,7 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
         costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.cells()))
     base = its[0]
     rows = [
-        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).cell())
+        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).text(""))
         for s, i, u in zip(sides, its, ups, strict=True)
     ]
     lines = []

@@ -24,8 +24,7 @@ from .common import Contender, Figure, interleave, repeat, report, report_costs,
 
 __all__ = ["filled_replay", "run_learner_suite"]
 
-WARM = 5
-"""Calls before timing: more than the capture's warm-up, so graphs are captured first."""
+WARM = 5  # calls before timing: more than the capture's warm-up, so graphs are captured first
 _ATARI = ((4, 84, 84), 4)  # observation shape, actions
 
 
@@ -64,11 +63,6 @@ def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
     return capture_dqn(DQN(DQNConfig(), *_ATARI, device, p, capturable=graphs), mode)
 
 
-def _warmed(step):
-    repeat(step, WARM)()
-    return step
-
-
 class _Suite:
     """One suite run: its tensors' generator, the figures and the rows it collects."""
 
@@ -91,15 +85,17 @@ class _Suite:
         return torch.randint(0, 4, (n,), device=self.device, generator=self.g)
 
     def time(self, label: str, built: list, cost: bool) -> None:
-        """Interleave ``(name, meta, step)``; a table row per figure (and a step-cost row)."""
+        """Interleave ``(name, meta, step)``; a table row per figure; with ``cost``, the steps
+        are warmed up first (:data:`WARM`) and each gets a step-cost row."""
         d, n = self.device, self.iters
+        for _, _, step in built if cost else []:
+            repeat(step, WARM)()
         contenders = [
             Contender(name, "updates/s", timed(repeat(step, n), device=d), meta)
             for name, meta, step in built
         ]
-        for f, (_, m, step) in zip(
-            interleave(contenders, repeats=self.repeats), built, strict=True
-        ):
+        figures = interleave(contenders, repeats=self.repeats)
+        for f, (_, m, step) in zip(figures, built, strict=True):
             cells = (m["precision"], str(m["batch"]), m.get("graph", "off"))
             self.rows.append((label, *cells, f"{f.median:,.1f}"))
             self.figures.append(f)
@@ -125,7 +121,7 @@ class _Suite:
         for p, mode in self.variants:
             agent = _agent("dqn", p, mode, d)
             m = {"precision": p, "batch": b, "graph": mode, "captured": agent.learn_step.captured}
-            step = _warmed(partial(agent.learn, buf, b, 0.5))
+            step = partial(agent.learn, buf, b, 0.5)
             built.append((f"learner/dqn_learn/{p}/b{b}/graph_{mode}", m, step))
         self.time("DQN learn step (replay)", built, True)
 
@@ -134,14 +130,11 @@ class _Suite:
         d, z = self.device, torch.zeros(mb, device=self.device)
         advantages = torch.randn(mb, device=d, generator=self.g)
         rows = PPORows(self.frames(mb), self.ints(mb), z, z.clone(), advantages, z.clone())
-        built = [
-            (
-                f"learner/ppo/{p}/mb{mb}/graph_{mode}",
-                {"precision": p, "batch": mb, "graph": mode},
-                _warmed(partial(_agent("ppo", p, mode, d).learn, rows)),
-            )
-            for p, mode in self.variants
-        ]
+        built = []
+        for p, mode in self.variants:
+            step = partial(_agent("ppo", p, mode, d).learn, rows)
+            m = {"precision": p, "batch": mb, "graph": mode}
+            built.append((f"learner/ppo/{p}/mb{mb}/graph_{mode}", m, step))
         self.time("PPO minibatch", built, True)
 
 

@@ -53,7 +53,6 @@ def _own_ticks(proc: Path, root: int) -> dict[int, tuple[int, int]]:
 
 
 def _stat(proc: Path, key: str) -> list[int] | None:
-    """The numbers on ``/proc/stat``'s line starting with ``key``."""
     try:
         with open(proc / "stat", encoding="ascii") as f:
             return next([int(x) for x in line.split()[1:]] for line in f if line.startswith(key))
@@ -109,38 +108,28 @@ def _smi(cmd: list[str]) -> str | None:
     return out.stdout if out.returncode == 0 else None
 
 
-def _parse_nvidia(text: str, index: int) -> float | None:
+def _parse(tool: str, text: str, index: int) -> float | None:
+    """GPU ``index``'s % utilisation in ``tool``'s output: nvidia-smi's CSV, one line a GPU;
+    ``rocm-smi --showuse --json``: ``{"card0": {"GPU use (%)": "12"}, ...}``; ``amd-smi
+    metric --usage --json``: a list (or ``gpu_data``) of GPUs with ``usage``."""
     try:
-        return float([r.strip() for r in text.strip().splitlines() if r.strip()][index])
-    except (IndexError, ValueError):
-        return None
-
-
-def _parse_rocm(text: str, index: int) -> float | None:
-    """``rocm-smi --showuse --json``: ``{"card0": {"GPU use (%)": "12"}, ...}``."""
-    try:
+        if tool == "nvidia-smi":
+            return float([r.strip() for r in text.strip().splitlines() if r.strip()][index])
         doc = json.loads(text)
-        card = doc[sorted(k for k in doc if k.startswith("card"))[index]]
-        return float(card[next(k for k in card if "use" in k.lower() and "%" in k)])
+        if tool == "rocm-smi":
+            card = doc[sorted(k for k in doc if k.startswith("card"))[index]]
+            return float(card[next(k for k in card if "use" in k.lower() and "%" in k)])
+        usage = (doc.get("gpu_data", doc) if isinstance(doc, dict) else doc)[index]["usage"]
+        gfx = usage["gfx_activity"]
+        return float(gfx["value"] if isinstance(gfx, dict) else gfx)
     except (ValueError, KeyError, IndexError, StopIteration, TypeError):
         return None
 
 
-def _parse_amd(text: str, index: int) -> float | None:
-    """``amd-smi metric --usage --json``: a list (or ``gpu_data``) of GPUs with ``usage``."""
-    try:
-        doc = json.loads(text)
-        usage = (doc.get("gpu_data", doc) if isinstance(doc, dict) else doc)[index]["usage"]
-        gfx = usage["gfx_activity"]
-        return float(gfx["value"] if isinstance(gfx, dict) else gfx)
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-
-
 _READERS = (
-    (["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"], _parse_nvidia),
-    (["rocm-smi", "--showuse", "--json"], _parse_rocm),
-    (["amd-smi", "metric", "--usage", "--json"], _parse_amd),
+    ["nvidia-smi", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"],
+    ["rocm-smi", "--showuse", "--json"],
+    ["amd-smi", "metric", "--usage", "--json"],
 )
 
 
@@ -152,9 +141,9 @@ def gpu_utilisation(index: int = 0) -> tuple[float, str] | None:
             return float(torch.cuda.utilization(index)), "torch.cuda.utilization"
         except Exception:  # no pynvml / amdsmi, or a driver that does not say
             pass
-    for cmd, parse in _READERS:
+    for cmd in _READERS:
         text = _smi(cmd)
-        if text and (value := parse(text, index)) is not None:
+        if text and (value := _parse(cmd[0], text, index)) is not None:
             return value, cmd[0]
     return None
 
@@ -206,10 +195,6 @@ class LoadReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "busy": self.busy}
-
-    def cell(self) -> str:
-        """Others' cores during the timing as a table cell."""
-        return "-" if self.during is None else f"{self.during:.2f}"
 
 
 class LoadMonitor:

@@ -9,6 +9,8 @@ CartPole-v1, the same shape, lr 1e-3, clip 0.2, no entropy (rlamd's preset). rla
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import torch
 
@@ -58,16 +60,6 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
     return f"rlamd ({mode})", c, engine.close, None
 
 
-def _raw(n: int):
-    """The raw vector env with random actions: the ceiling no learner can pass."""
-    raw = raw_env("breakout", n)
-    raw.reset(seed=0)
-    acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
-    run = timed(stepping(raw, acts, len(acts) * n))
-    c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
-    return "raw AtariVectorEnv (no learning)", c, raw.close, None
-
-
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
     built = []
     try:
@@ -78,15 +70,20 @@ def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers
             run = timed(t.run, device=device, per=t.per)
             c = Contender(f"{suite}/{p.name}_fp32/{s.num_envs}envs", UNIT, run, t.meta)
             built.append((t.label, c, t.close, p))
-        if s.family == "atari":
-            built.append(_raw(s.num_envs))
+        if s.family == "atari":  # the raw vector env, random actions: no learner can pass it
+            raw, n = raw_env("breakout", s.num_envs), s.num_envs
+            raw.reset(seed=0)
+            acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+            run = timed(stepping(raw, acts, len(acts) * n))
+            c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
+            built.append(("raw AtariVectorEnv (no learning)", c, raw.close, None))
         figures = interleave([c for _, c, _, _ in built], repeats=repeats)
     finally:
         for _, _, close, _ in built:
             close()
     base = figures[0]
     rows = [
-        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).cell())
+        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).text(""))
         for b, f in zip(built, figures, strict=True)
     ]
     pairs = [(b[3], f) for b, f in zip(built, figures, strict=True) if b[3] is not None]
@@ -121,13 +118,7 @@ def run_ppo_suite(
     return figures
 
 
-def run_classic_suite(
-    iters: int = 4,
-    repeats: int = 5,
-    device: torch.device | str = "cpu",
-    precisions: tuple[str, ...] = ("auto",),
-    peers: bool = True,
-    notes: list[str] | None = None,
-) -> list[Figure]:
-    """PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""
-    return run_ppo_suite(iters, repeats, device, (8,), precisions, peers, notes, suite="classic")
+run_classic_suite = partial(
+    run_ppo_suite, iters=4, repeats=5, precisions=("auto",), suite="classic"
+)
+"""PPO on CartPole-v1 with 8 envs: rlamd and the peers, interleaved."""

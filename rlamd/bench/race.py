@@ -23,6 +23,7 @@ import torch
 from rlamd.config.layers import resolve
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.envs import parse_env_id
+from rlamd.logger import csv_rows
 from rlamd.threads import cores_available
 
 from .child import stop, thread_env
@@ -102,12 +103,13 @@ def stop_reason(curve: list[EvalPoint], elapsed: float, target: float, budget_s:
 
 
 def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
-    """The complete rows of an ``evals.csv``; a half-written last line waits for the next read."""
+    """The whole rows of an ``evals.csv`` (:func:`rlamd.logger.csv_rows`): a half-written last
+    line waits for the next read."""
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")[1:-1]
+        rows = csv_rows(path.read_text(encoding="utf-8"), "step,mean,std,episodes", 2**62)
     except OSError:
         return []
-    return [(int(s), float(m), float(d), int(e)) for s, m, d, e in (x.split(",") for x in lines)]
+    return [(int(s), float(m), float(d), int(e)) for s, m, d, e in (r.split(",") for r in rows)]
 
 
 def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: float):

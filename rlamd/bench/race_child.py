@@ -23,7 +23,7 @@ import torch
 from rlamd.envs import AtariConfig, parse_env_id
 from rlamd.evaluate import evaluate_policy
 
-from .peer import PeerUnavailable, get, set_python
+from .peer import PeerUnavailable, get, use_peer_python
 
 __all__ = ["Evaluations", "main"]
 
@@ -60,7 +60,7 @@ class Evaluations:
         return torch.as_tensor(actions)
 
 
-def _parser() -> argparse.ArgumentParser:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m rlamd.bench.race_child")
     p.add_argument("peer", help="a registered peer's name")
     p.add_argument("--env", required=True, help="rlamd's env name (cartpole, pong ...)")
@@ -73,13 +73,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--device", default="cpu")
     p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH")
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args, stop, evals = _parser().parse_args(argv), threading.Event(), None
-    for spec in args.peer_python:
-        set_python(spec)
+    args, stop, evals = p.parse_args(argv), threading.Event(), None
+    use_peer_python(args, p)
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:

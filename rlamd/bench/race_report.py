@@ -49,7 +49,6 @@ class RaceRun:
 
     @property
     def hit(self) -> EvalPoint | None:
-        """The first evaluation at or above the target."""
         return next((p for p in self.curve if p.mean >= self.target), None)
 
     @property
@@ -88,19 +87,19 @@ def summary(runs: list[RaceRun]) -> list[dict[str, Any]]:
     return out
 
 
-def _row(r: RaceRun) -> tuple[str, ...]:
-    hit, best, load = r.hit, r.best, r.load
-    ready = "-" if load is None or load.runnable is None else f"{load.runnable:.1f}"
-    when = ("not reached",) * 2 if hit is None else (f"{hit.seconds:,.0f}", f"{hit.step:,}")
-    who = (r.algo, _label(r.contender), str(r.recipe.get("tag", "-")), str(r.seed))
-    best_at = "-" if best is None else f"{best.mean:.1f} at {best.step:,}"
-    return (*who, *when, best_at, r.stopped, "-" if load is None else load.cell(), ready)
-
-
 def print_race(runs: list[RaceRun], head: str) -> None:
     """The race table, then one line per algorithm setting rlamd beside each peer."""
+    table = []
+    for r in runs:
+        hit, best, load = r.hit, r.best, r.load
+        ready = "-" if load is None or load.runnable is None else f"{load.runnable:.1f}"
+        others = "-" if load is None or load.during is None else f"{load.during:.2f}"
+        when = ("not reached",) * 2 if hit is None else (f"{hit.seconds:,.0f}", f"{hit.step:,}")
+        who = (r.algo, _label(r.contender), str(r.recipe.get("tag", "-")), str(r.seed))
+        best_at = "-" if best is None else f"{best.mean:.1f} at {best.step:,}"
+        table.append((*who, *when, best_at, r.stopped, others, ready))
     columns = ("algo", "framework", "settings", "seed", "seconds", "env steps", "best score")
-    report(head, [_row(r) for r in runs], (*columns, "stopped", "others' cores", "ready threads"))
+    report(head, table, (*columns, "stopped", "others' cores", "ready threads"))
     rows = {(x["algo"], x["contender"]): x for x in summary(runs)}
     for (algo, who), s in rows.items():
         mine = rows.get((algo, "rlamd"))

@@ -70,28 +70,6 @@ def _buffer(capacity, batch, device, g, rng):
     return step
 
 
-def _numpy(capacity, batch):
-    """The O(N) baseline: ``numpy.random.Generator.choice`` over normalised priorities."""
-    pri, nrng = np.random.default_rng(2).uniform(0, 5, capacity) ** ALPHA, np.random.default_rng(3)
-
-    def step() -> None:
-        idx = nrng.choice(capacity, batch, p=pri / pri.sum())
-        pri[idx] = nrng.uniform(0, 5, batch) ** ALPHA
-
-    return step
-
-
-def _add(repeats: int, device: torch.device, rng) -> Figure:
-    """Adding one step of an 8-env Atari vector env (frames stored once)."""
-    opts = {"frame_stack": 4, "num_actions": 4, "n_step": 3, "device": device}
-    buf = PrioritizedReplayBuffer(8 * 4096, 8, (4, 84, 84), torch.uint8, **opts)
-    frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
-    acts, rew, z = np.zeros(8, np.int64), np.zeros(8, np.float32), np.zeros(8, dtype=bool)
-    run, unit = repeat(lambda: buf.add(frames, acts, rew, z, z), 500), "us per vector step"
-    name = "replay/rlamd_add_8env_atari"
-    return measure(name, unit, run, repeats=repeats, device=device, per="us", num_envs=8)
-
-
 def run_replay_suite(
     capacity: int = 2**20,
     batch: int = 256,
@@ -109,15 +87,28 @@ def run_replay_suite(
     loops = [(name, repeat(step, iters), dev, m) for name, step, dev, m in loops]
     got = each_peer("replay", peers, notes, lambda p: p.replay(capacity, batch, iters, ALPHA, BETA))
     loops += [(f"{peer.name}_sampler", run, None, {}) for peer, run in got]
-    n = max(5, iters // 20)
-    loops.append(("numpy_choice_O(N)", repeat(_numpy(capacity, batch), n), None, {}))
+    # The O(N) baseline: numpy.random.Generator.choice over normalised priorities.
+    pri, nrng = np.random.default_rng(2).uniform(0, 5, capacity) ** ALPHA, np.random.default_rng(3)
+
+    def choice() -> None:
+        idx = nrng.choice(capacity, batch, p=pri / pri.sum())
+        pri[idx] = nrng.uniform(0, 5, batch) ** ALPHA
+
+    loops.append(("numpy_choice_O(N)", repeat(choice, max(5, iters // 20)), None, {}))
     meta = {"capacity": capacity, "batch": batch}
     contenders = [
         Contender(f"replay/{name}", UNIT, timed(run, device=dev, per="us"), meta | m)
         for name, run, dev, m in loops
     ]
     figures = interleave(contenders, repeats=repeats)
-    figures.append(_add(repeats, device, rng))
+    # Adding one step of an 8-env Atari vector env (frames stored once).
+    opts = {"frame_stack": 4, "num_actions": 4, "n_step": 3, "device": device}
+    buf = PrioritizedReplayBuffer(8 * 4096, 8, (4, 84, 84), torch.uint8, **opts)
+    frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
+    acts, rew, z = np.zeros(8, np.int64), np.zeros(8, np.float32), np.zeros(8, dtype=bool)
+    add, unit = repeat(lambda: buf.add(frames, acts, rew, z, z), 500), "us per vector step"
+    opts = {"repeats": repeats, "device": device, "per": "us", "num_envs": 8}
+    figures.append(measure("replay/rlamd_add_8env_atari", unit, add, **opts))
     per_t = bytes_per_transition((4, 84, 84), torch.uint8, 4, 4, prioritized=True, capacity=10**6)
     name = "replay/bytes_per_atari_transition"
     figures.append(Figure.of(name, "bytes", [per_t], gb_per_million=per_t * 10**6 / 1e9))

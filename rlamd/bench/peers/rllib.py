@@ -4,10 +4,10 @@ env runner and learner in the bench's process."""
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from typing import Any
 
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
-from rlamd.distributed.local import start_local
 
 __all__ = ["PEER"]
 
@@ -32,17 +32,7 @@ def _config(algo: str, env: str, n_envs: int, seed: int, training: dict, model: 
     )
 
 
-def _ray_init(threads: int) -> bool:
-    import ray
-
-    if ray.is_initialized():
-        return False
-    start_local(ray, num_cpus=threads, include_dashboard=False, log_to_driver=False)
-    return True
-
-
 def _trained(algo: Any) -> int:
-    """One training iteration; the env steps it sampled."""
     return int(algo.train()["env_runners"]["num_env_steps_sampled"])
 
 
@@ -63,11 +53,14 @@ class RLlib(BasePeer):
         from ray import tune
         from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
 
+        from rlamd.bench.distributed import local_ray
+
         s = settings
         gym.register_envs(ale_py)
         wrap = wrap_atari_for_new_api_stack
         tune.register_env(_ATARI_ENV, lambda _: wrap(gym.make(s.gym_id), dim=84, framestack=4))
-        started = _ray_init(2)
+        on_ray = ExitStack()
+        on_ray.enter_context(local_ray(ray, 2))
         training = {"train_batch_size_per_learner": s.per_rollout, "num_epochs": s.epochs}
         training |= {"minibatch_size": s.per_rollout // s.minibatches, "lr": s.lr}
         training |= {"clip_param": s.clip, "vf_clip_param": 10.0, "entropy_coeff": s.ent_coef}
@@ -80,8 +73,7 @@ class RLlib(BasePeer):
 
         def close() -> None:
             algo.stop()
-            if started:
-                ray.shutdown()
+            on_ray.close()
 
         meta = {"num_envs": s.num_envs, "version": ray.__version__, "precision": "fp32"}
         run = lambda: sum(_trained(algo) for _ in range(iters))  # noqa: E731
@@ -93,13 +85,12 @@ class RLlib(BasePeer):
         import ray
         import torch
 
+        from rlamd.bench.distributed import local_ray
         from rlamd.envs import parse_env_id
 
-        _ray_init(args.threads)
         gpus = 1 if torch.device(args.device).type == "cuda" else 0
         game = parse_env_id(args.env).game
         config = _config(args.algo, game, rec.n_envs, args.seed, **rec.kwargs)
-        algo = config.learners(num_gpus_per_learner=gpus).build_algo()
 
         def act(obs: torch.Tensor) -> torch.Tensor:
             with torch.no_grad():
@@ -115,13 +106,14 @@ class RLlib(BasePeer):
             return evals.explore(actions.cpu().numpy(), n)
 
         steps, total = 0, args.steps or rec.steps
-        try:
-            while steps < total and not stop.is_set():
-                steps += _trained(algo)
-                evals.maybe(steps, act)
-        finally:
-            algo.stop()
-            ray.shutdown()
+        with local_ray(ray, args.threads):
+            algo = config.learners(num_gpus_per_learner=gpus).build_algo()
+            try:
+                while steps < total and not stop.is_set():
+                    steps += _trained(algo)
+                    evals.maybe(steps, act)
+            finally:
+                algo.stop()
 
 
 PEER = RLlib()

@@ -52,8 +52,7 @@ class SampleFactory(BasePeer):
     no_recipe = "Sample Factory races PPO (APPO) on Atari and CartPole only, not {env} / {algo}"
 
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
-        """APPO with its own defaults for the env; each ``run()`` is one window of running:
-        env steps/s between the first and last progress line in it (one per batch)."""
+        """APPO with its own defaults for the env; each ``run()`` is one window of running."""
         env = "breakout" if settings.family == "atari" else settings.gym_id
         rec = self.recipe(env, "ppo")
         folder = Path(tempfile.mkdtemp(prefix="rlamd-sf-"))

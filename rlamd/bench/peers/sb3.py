@@ -8,17 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlamd.bench.common import repeat
 from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
-__all__ = ["PEER", "linear"]
-
-
-def linear(value: Any) -> Any:
-    """``lin_X`` -> a schedule of SB3's ``progress_remaining`` (1 -> 0): X times it."""
-    if isinstance(value, str) and value.startswith("lin_"):
-        start = float(value[4:])
-        return lambda progress_remaining: progress_remaining * start
-    return value
+__all__ = ["PEER"]
 
 
 def _model(kind: str, policy: str, gym_id: str, n_envs: int, seed: int, **kwargs: Any) -> Any:
@@ -43,22 +36,14 @@ def _model(kind: str, policy: str, gym_id: str, n_envs: int, seed: int, **kwargs
 
 def _learning(model: Any, steps: int) -> Any:
     """A call that trains ``model`` ``steps`` more env steps and returns them."""
-
-    def run() -> int:
-        model.learn(total_timesteps=steps, reset_num_timesteps=False)
-        return steps
-
-    return run
-
-
-_BREAKOUT = "BreakoutNoFrameskip-v4"
+    return repeat(lambda: model.learn(total_timesteps=steps, reset_num_timesteps=False), 1, steps)
 
 
 def _dqn(num_envs: int, device: str, batch: int, warm: int, per_update: int) -> Any:
     """SB3's DQN with rlamd's settings (replay 50k, target sync every 250), filled."""
     opts = {"buffer_size": 50_000, "learning_starts": warm, "batch_size": batch, "train_freq": 1}
     opts |= {"gradient_steps": per_update, "target_update_interval": 250}
-    model = _model("DQN", "CnnPolicy", _BREAKOUT, num_envs, 0, device=device, **opts)
+    model = _model("DQN", "CnnPolicy", "BreakoutNoFrameskip-v4", num_envs, 0, device=device, **opts)
     model.learn(total_timesteps=warm)
     return model
 
@@ -70,17 +55,6 @@ def _ppo(s: PPOSettings, device: str) -> Any:
     opts |= {"max_grad_norm": s.max_grad_norm, "gae_lambda": s.gae_lambda}
     policy = "CnnPolicy" if s.family == "atari" else "MlpPolicy"
     return _model("PPO", policy, s.gym_id, s.num_envs, 0, device=device, **opts)
-
-
-def _gym_id(env: str) -> str:
-    from rlamd.envs import parse_env_id
-
-    parsed = parse_env_id(env)
-    if parsed.family != "atari":
-        return parsed.game
-    if parsed.sticky:
-        raise PeerUnavailable(f"{env}: SB3's Atari pipeline here plays NoFrameskip-v4 ids only")
-    return "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
 
 
 class SB3(BasePeer):
@@ -124,12 +98,24 @@ class SB3(BasePeer):
 
     def race_train(self, args: Any, stop: Any, evals: Any) -> None:
         """Train with the Zoo recipe, evaluating from a callback, until done or stopped."""
-        rec = self.recipe(args.env, args.algo)
-        kwargs = {k: linear(v) for k, v in rec.kwargs.items()}
-        kind, policy = args.algo.upper(), kwargs.pop("policy")
-        gym_id = _gym_id(args.env)
-        model = _model(kind, policy, gym_id, rec.n_envs, args.seed, device=args.device, **kwargs)
         from stable_baselines3.common.callbacks import BaseCallback
+
+        from rlamd.envs import parse_env_id
+
+        rec, parsed = self.recipe(args.env, args.algo), parse_env_id(args.env)
+        gym_id = parsed.game
+        if parsed.family == "atari" and parsed.sticky:
+            raise PeerUnavailable(
+                f"{args.env}: SB3's Atari pipeline here plays NoFrameskip-v4 only"
+            )
+        if parsed.family == "atari":
+            gym_id = "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
+        kwargs = dict(rec.kwargs)
+        for k, v in kwargs.items():  # lin_X: a schedule of progress_remaining (1 -> 0), X times it
+            if isinstance(v, str) and v.startswith("lin_"):
+                kwargs[k] = lambda progress_remaining, x=float(v[4:]): progress_remaining * x
+        kind, policy = args.algo.upper(), kwargs.pop("policy")
+        model = _model(kind, policy, gym_id, rec.n_envs, args.seed, device=args.device, **kwargs)
 
         def act(obs):
             actions, _ = model.predict(obs.cpu().numpy(), deterministic=args.algo == "dqn")

@@ -50,53 +50,49 @@ def _config(family: str, sf_env: str, argv: list[str]):
     return parse_full_cfg(parser, argv)
 
 
-class _Exporter(threading.Thread):
-    """Turns each new learner checkpoint into ``policy_STEPS.pt`` (TorchScript logits)."""
+def _export(cfg, runner, path: Path, out: Path) -> None:
+    """Learner checkpoint ``path`` as ``out/policy_STEPS.pt`` (TorchScript logits)."""
+    import torch
+    from sample_factory.model.actor_critic import create_actor_critic
 
-    def __init__(self, cfg, runner, out: Path) -> None:
-        super().__init__(daemon=True, name="rlamd-export")
-        self.cfg, self.runner, self.out, self.seen = cfg, runner, out, set()
+    info = runner.env_info
+    ckpt = torch.load(path, map_location="cpu", weights_only=True)  # tensors and numbers
+    ac = create_actor_critic(cfg, info.obs_space, info.action_space)
+    ac.load_state_dict(ckpt["model"])
+    ac.eval()
 
-    def _export(self, path: Path) -> None:
-        import torch
-        from sample_factory.model.actor_critic import create_actor_critic
+    class Logits(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ac = ac
 
-        info = self.runner.env_info
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)  # tensors and numbers
-        ac = create_actor_critic(self.cfg, info.obs_space, info.action_space)
-        ac.load_state_dict(ckpt["model"])
-        ac.eval()
+        def forward(self, obs):
+            head = self.ac.forward_head(self.ac.normalize_obs({"obs": obs}))
+            core, _ = self.ac.forward_core(head, head[:, :1])
+            out = self.ac.forward_tail(core, values_only=False, sample_actions=False)
+            return out["action_logits"]
 
-        class Logits(torch.nn.Module):
-            def __init__(self) -> None:
-                super().__init__()
-                self.ac = ac
+    space = info.obs_space["obs"]
+    example = torch.zeros((8, *space.shape), dtype=torch.from_numpy(space.sample()).dtype)
+    with torch.no_grad():
+        traced = torch.jit.trace(Logits(), example, check_trace=False)
+    tmp = out / f".policy_{ckpt['env_steps']}.tmp"
+    traced.save(str(tmp))
+    os.replace(tmp, out / f"policy_{ckpt['env_steps']:012d}.pt")
 
-            def forward(self, obs):
-                head = self.ac.forward_head(self.ac.normalize_obs({"obs": obs}))
-                core, _ = self.ac.forward_core(head, head[:, :1])
-                out = self.ac.forward_tail(core, values_only=False, sample_actions=False)
-                return out["action_logits"]
 
-        space = info.obs_space["obs"]
-        example = torch.zeros((8, *space.shape), dtype=torch.from_numpy(space.sample()).dtype)
-        with torch.no_grad():
-            traced = torch.jit.trace(Logits(), example, check_trace=False)
-        tmp = self.out / f".policy_{ckpt['env_steps']}.tmp"
-        traced.save(str(tmp))
-        os.replace(tmp, self.out / f"policy_{ckpt['env_steps']:012d}.pt")
-
-    def run(self) -> None:
-        folder = Path(self.cfg.train_dir) / self.cfg.experiment / "checkpoint_p0"
-        while True:
-            for path in sorted(folder.glob("checkpoint_*.pth")):
-                if path.name not in self.seen:
-                    self.seen.add(path.name)
-                    try:
-                        self._export(path)
-                    except Exception as exc:  # a checkpoint rotated away while read
-                        print(f"rlamd: export of {path.name} failed: {exc}", file=sys.stderr)
-            time.sleep(0.2)
+def _exporting(cfg, runner, out: Path) -> None:
+    """Forever: each new learner checkpoint exported once (the ``--eval-every`` thread)."""
+    folder, seen = Path(cfg.train_dir) / cfg.experiment / "checkpoint_p0", set()
+    while True:
+        for path in sorted(folder.glob("checkpoint_*.pth")):
+            if path.name not in seen:
+                seen.add(path.name)
+                try:
+                    _export(cfg, runner, path, out)
+                except Exception as exc:  # a checkpoint rotated away while read
+                    print(f"rlamd: export of {path.name} failed: {exc}", file=sys.stderr)
+        time.sleep(0.2)
 
 
 def main() -> int:
@@ -127,7 +123,8 @@ def main() -> int:
 
     runner.register_observer(Progress())
     if every:
-        _Exporter(cfg, runner, out).start()
+        export = threading.Thread(target=_exporting, args=(cfg, runner, out), daemon=True)
+        export.start()
     status = runner.init()
     if status == ExperimentStatus.SUCCESS:
         status = runner.run()

@@ -34,17 +34,6 @@ def _build_extension(torchrl_dir: Path) -> Any:
         raise PeerUnavailable(f"building torchrl's segment tree from {csrc} failed: {exc}") from exc
 
 
-def prioritized_sampler(capacity: int, alpha: float, beta: float) -> Any:
-    """TorchRL's ``PrioritizedSampler`` with its C++ sum/min trees."""
-    torchrl = require(*TorchRL.requires)
-    prio = importlib.import_module("torchrl.data.replay_buffers.samplers.prioritized")
-    if prio.SumSegmentTreeFp32 is None:
-        ext = _build_extension(Path(torchrl.__file__).parent)
-        for name in (f"{kind}SegmentTreeFp{bits}" for kind in ("Sum", "Min") for bits in (32, 64)):
-            setattr(prio, name, getattr(ext, name))
-    return prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
-
-
 def _breakout() -> Any:
     """Breakout as TorchRL steps a gymnasium env (``GymWrapper``): gymnasium's Atari
     preprocessing (4 skipped frames, 84x84 grey, up to 30 no-ops) and 4 stacked frames."""
@@ -140,11 +129,18 @@ class TorchRL(BasePeer):
         )
 
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
-        """``run()`` draws ``batch`` and writes their priorities, ``iters`` times."""
+        """Its ``PrioritizedSampler`` (C++ sum/min trees): ``run()`` draws ``batch`` and writes
+        their priorities, ``iters`` times."""
         import torch
         from torchrl.data import LazyTensorStorage
 
-        sampler = prioritized_sampler(capacity, alpha, beta)
+        torchrl = require(*self.requires)
+        prio = importlib.import_module("torchrl.data.replay_buffers.samplers.prioritized")
+        if prio.SumSegmentTreeFp32 is None:
+            ext = _build_extension(Path(torchrl.__file__).parent)
+            for name in (f"{k}SegmentTreeFp{bits}" for k in ("Sum", "Min") for bits in (32, 64)):
+                setattr(prio, name, getattr(ext, name))
+        sampler = prio.PrioritizedSampler(capacity, alpha=alpha, beta=beta)
         storage = LazyTensorStorage(capacity)
         storage.set(torch.arange(capacity), torch.zeros(capacity, 1))
         sampler.update_priority(torch.arange(capacity), torch.rand(capacity) * 5 + 1e-3)
