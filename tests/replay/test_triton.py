@@ -171,6 +171,7 @@ def test_a_kernel_out_of_resources_falls_back_to_torch_with_one_line_the_doctor_
         segment_tree._warn_no_triton.cache_clear()
 
 
+@needs_triton
 def test_launch_sizes_per_target():
     from rlamd.replay import triton_trees as tt
 
