@@ -116,13 +116,11 @@ class TorchRL(BasePeer):
             with torch.no_grad():
                 return explore(td.to(device)).cpu()
 
-        def iterate() -> int:
-            for _ in range(iters):
-                env_step(act)
-                learn_one()
-            return iters
+        def iteration() -> None:
+            env_step(act)
+            learn_one()
 
-        learn = repeat(learn_one, iters)
+        iterate, learn = repeat(iteration, iters), repeat(learn_one, iters)
         meta = {"batch": batch, "device": str(device), "precision": "fp32", "algorithm": self.name}
         return Side(
             "TorchRL DQN (fp32)", f"{self.name}_fp32", meta, iterate, learn, learn_one, env.close
