@@ -42,7 +42,7 @@ from rlamd.config.sources import parse_set
 from rlamd.device import resolve_device
 from rlamd.envs import ObsTransform, make_env, parse_env_id, probe_env, register_factory
 from rlamd.envs.checks import describe_value
-from rlamd.evaluate import evaluate_policy
+from rlamd.evaluate import eval_seed, evaluate_policy
 from rlamd.rundir import claim
 from rlamd.runner import run
 from rlamd.runner import run_name as folder_name
@@ -168,7 +168,7 @@ def _final_eval(run_dir: Path) -> EvalResult:
         cfg.train.env,
         cfg.train.eval_episodes,
         device=device,
-        seed=10_000 + int(state["step"]),
+        seed=eval_seed(cfg.train.seed, int(state["step"])),
         atari=cfg.atari,
         module=cfg.train.env_module,
         env_cfg=cfg.env,

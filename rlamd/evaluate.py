@@ -73,6 +73,17 @@ class Evaluation(NamedTuple):
         return ""
 
 
+def eval_seed(train_seed: int, step: int) -> int:
+    """The env seed of the periodic evaluation at ``step`` of a run seeded ``train_seed``.
+
+    Runs with different seeds play different evaluation episodes at the same step (their
+    seeds are a prime 1,000,003 apart), so a spread over seeds holds the episodes' own
+    variation, as SB3's and CleanRL's do. Kept below ale-py's C ``int`` limit, with room
+    for the eval envs' ``seed + i``.
+    """
+    return (10_000 + step + 1_000_003 * train_seed) % (2**31 - 64)
+
+
 def evaluate_policy(
     policy: Callable[[torch.Tensor], torch.Tensor], env_name: str, episodes: int, **kwargs
 ) -> list[float]:

@@ -30,7 +30,7 @@ from rlamd.device import amd_machine, ray_visibility_problem
 from rlamd.distributed.plan import RunFailed
 from rlamd.engine import Engine, LocalEngine
 from rlamd.envs import EnvFault, EnvInterrupted, env_spaces, parse_env_id
-from rlamd.evaluate import evaluate_episodes
+from rlamd.evaluate import eval_seed, evaluate_episodes
 from rlamd.logger import RunLogger
 from rlamd.profiling import Profile
 from rlamd.rundir import RunFolder, claim, hold
@@ -323,7 +323,7 @@ class _Run:
             train.env,
             train.eval_episodes,
             device=device,
-            seed=10_000 + self.step,
+            seed=eval_seed(train.seed, self.step),
             atari=self.cfg.atari,
             module=train.env_module,
             env_cfg=self.cfg.env,

@@ -314,3 +314,35 @@ def test_a_resume_whose_new_env_module_registers_the_id_anew_is_refused_naming_t
     )
     assert "train.env_module='tests.envs.swap_a', as saved" in err
     assert load_checkpoint(tmp_path / "s" / "checkpoint.pt")["step"] == 64  # untouched
+
+
+def test_periodic_evaluations_play_other_episodes_for_another_training_seed(
+    tmp_path, monkeypatch, capsys
+):
+    """Regression: every training seed was evaluated on the env seed 10,000 + step, so a
+    spread over seeds left out the episodes' own variation."""
+    import rlamd.runner as runner
+    from rlamd.evaluate import eval_seed
+
+    real, seen = runner.evaluate_episodes, []
+
+    def evaluate(*args, **kwargs):
+        seen.append(kwargs["seed"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "evaluate_episodes", evaluate)
+    for seed in (1, 2):
+        run = tmp_path / f"s{seed}"
+        argv = ("--eval-every", "128", "--eval-episodes", "1", "--steps", "128")
+        argv += ("--seed", str(seed), "--set", "env.eval_max_steps=10")
+        assert _train(run, "NeverEnds", *argv) == 0
+    assert seen == [eval_seed(1, 128), eval_seed(2, 128)] and seen[0] != seen[1]
+
+
+def test_eval_seeds_differ_per_training_seed_and_fit_ale_py():
+    from rlamd.evaluate import eval_seed
+
+    pairs = [(s, k * 2_000) for s in range(5) for k in range(1, 50)]
+    assert len({eval_seed(s, k) for s, k in pairs}) == len(pairs)
+    big = eval_seed(2**31 - 1, 10**9)
+    assert 0 <= big and big + 64 <= 2**31 - 1  # ale-py: C int seeds, eval env i adds i

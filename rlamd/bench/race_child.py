@@ -1,8 +1,8 @@
 """A peer's side of a race: ``python -m rlamd.bench.race_child PEER --env ENV ...``.
 
 Trains the peer (its ``race_train``) and evaluates it on the race's schedule as rlamd's
-runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seed ``10_000 +
-step``), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the peer's next
+runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seed
+:func:`rlamd.evaluate.eval_seed`), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the peer's next
 chance; exit 0 (3: the peer cannot run here).
 """
 
@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rlamd.envs import AtariConfig, parse_env_id
-from rlamd.evaluate import evaluate_policy
+from rlamd.evaluate import eval_seed, evaluate_policy
 
 from .peer import PeerUnavailable, get, use_peer_python
 
@@ -35,7 +35,7 @@ class Evaluations:
         self.env, self.every, self.episodes = args.env, args.eval_every, args.eval_episodes
         self.atari = AtariConfig() if parse_env_id(args.env).family == "atari" else None
         self.epsilon, self.due_at = args.eval_epsilon, self.every
-        self.rng = np.random.default_rng(args.seed)
+        self.seed, self.rng = args.seed, np.random.default_rng(args.seed)
         Path(args.dir).mkdir(parents=True, exist_ok=True)
         self.csv = open(Path(args.dir) / "evals.csv", "w", encoding="utf-8", buffering=1)
         self.csv.write("step,mean,std,episodes\n")
@@ -44,7 +44,11 @@ class Evaluations:
         """Evaluate when ``step`` reached the next multiple of ``every`` (then the next)."""
         if step < self.due_at:
             return False
-        opts = {"device": torch.device("cpu"), "seed": 10_000 + step, "atari": self.atari}
+        opts = {
+            "device": torch.device("cpu"),
+            "seed": eval_seed(self.seed, step),
+            "atari": self.atari,
+        }
         scores = evaluate_policy(policy, self.env, self.episodes, **opts)
         mean, std = statistics.fmean(scores), statistics.pstdev(scores)
         self.csv.write(f"{step},{mean:.4f},{std:.4f},{len(scores)}\n")
