@@ -1,9 +1,9 @@
 """A peer's side of a race: ``python -m rlamd.bench.race_child PEER --env ENV ...``.
 
 Trains the peer (its ``race_train``) and evaluates it on the race's schedule as rlamd's
-runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seed
-:func:`rlamd.evaluate.eval_seed`), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the peer's next
-chance; exit 0 (3: the peer cannot run here).
+runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seeds from
+:func:`rlamd.evaluate.eval_seed`), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops
+it at the peer's next chance; exit 0 (3: the peer cannot run here).
 """
 
 from __future__ import annotations
@@ -44,11 +44,8 @@ class Evaluations:
         """Evaluate when ``step`` reached the next multiple of ``every`` (then the next)."""
         if step < self.due_at:
             return False
-        opts = {
-            "device": torch.device("cpu"),
-            "seed": eval_seed(self.seed, step),
-            "atari": self.atari,
-        }
+        seed = eval_seed(self.seed, step)
+        opts = {"device": torch.device("cpu"), "seed": seed, "atari": self.atari}
         scores = evaluate_policy(policy, self.env, self.episodes, **opts)
         mean, std = statistics.fmean(scores), statistics.pstdev(scores)
         self.csv.write(f"{step},{mean:.4f},{std:.4f},{len(scores)}\n")
