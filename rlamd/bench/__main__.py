@@ -37,8 +37,8 @@ _MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allred
 
 
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
-    """One suite's figures (``run_SUITE_suite`` of ``rlamd/bench/SUITE.py`` unless
-    :data:`_MODULES` names its module), or None when it was skipped as a whole."""
+    """One suite's figures (``run_SUITE_suite`` of ``SUITE.py`` or :data:`_MODULES`' module),
+    or None when it was skipped as a whole."""
     module = importlib.import_module(f"rlamd.bench.{_MODULES.get(suite, suite)}")
     fn = getattr(module, f"run_{suite}_suite")
     kwargs = {k: v[0] if quick else v[1] for k, v in _RUNNERS[suite].items()}
@@ -102,10 +102,8 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
     print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
     ours = [f for f in results["dqn"] if re.fullmatch(r"dqn/rlamd[^/]*/b128/iterations", f.name)]
     for pub in PUBLISHED:
-        mine = ""
-        if ours:
-            mine = f"; rlamd here: {ours[0].median:,.1f} it/s "
-            mine += f"({ours[0].median / pub['median']:.3f}x)"
+        ratio = ours[0].median / pub["median"] if ours else 0
+        mine = f"; rlamd here: {ours[0].median:,.1f} it/s ({ratio:.3f}x)" if ours else ""
         print(f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} it/s{mine}")
 
 
@@ -126,9 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
     t0, results, loads = time.perf_counter(), {}, {}
-    gpu = (device.index or 0) if device.type == "cuda" else None
     for suite in args.suites or SUITES:  # the machine's other load sampled around each suite
-        with LoadMonitor(gpu=gpu) as mon:
+        with LoadMonitor(gpu=(device.index or 0) if device.type == "cuda" else None) as mon:
             figures = _run(suite, device, args.quick, not args.no_peers, notes)
         if warning := mon.report.warning(f"the {suite} suite"):
             print(warning)
@@ -150,11 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in notes:
         print(f"note: {n}")
-    if busy := [k for k, v in loads.items() if v.busy]:
-        print(
-            f"warning: the machine was busy during {', '.join(busy)} (other processes' load "
-            "per suite is in results.json, 'load'); rerun on a quiet machine to compare"
-        )
+    if busy := ", ".join(k for k, v in loads.items() if v.busy):
+        rerun = "rerun on a quiet machine to compare"
+        why = f"(other processes' load per suite is in results.json, 'load'); {rerun}"
+        print(f"warning: the machine was busy during {busy} {why}")
     more = f" and {len(charts)} charts" if charts else ""
     print(f"\nwrote {out / 'results.json'}{more} in {doc['seconds']:.0f} s")
     return 0
