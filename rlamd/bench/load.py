@@ -41,15 +41,12 @@ def _own_ticks(proc: Path, root: int) -> dict[int, tuple[int, int]]:
         try:
             text = (proc / entry / "stat").read_text(encoding="ascii", errors="replace")
             f = text.rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
-            table[int(entry)] = (int(f[1]), int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]))
+            table[int(entry)] = (int(f[1]), sum(map(int, f[11:15])))
         except (OSError, ValueError, IndexError):  # it exited while we read
             continue
-    tree, todo = {root}, [root]
-    while todo:
-        parent = todo.pop()
-        kids = [p for p, (pp, _) in table.items() if pp == parent and p not in tree]
-        tree.update(kids)
-        todo += kids
+    tree = {root}
+    while grown := {p for p, (parent, _) in table.items() if parent in tree} - tree:
+        tree |= grown
     return {pid: table[pid] for pid in tree if pid in table}
 
 
