@@ -55,15 +55,14 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
     others = (*(p.name for p in peers()), "numpy", "raw")
     written = []
     for suite, figures in results.items():
-        by_unit: dict[str, list[Figure]] = {}
-        for f in figures:
-            by_unit.setdefault(f.unit, []).append(f)
-        got = chart(len(by_unit), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(by_unit)))
+        units = list(dict.fromkeys(f.unit for f in figures))
+        got = chart(len(units), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(units)))
         if got is None:
             notes.append("matplotlib not installed: charts skipped (bash scripts/setup.sh --bench)")
             return []
         fig, axes = got
-        for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
+        for ax, unit in zip(axes[:, 0], units, strict=True):
+            figs = [f for f in figures if f.unit == unit]
             parts = [f.name.split("/", 1)[-1] for f in figs]
             grey = [p.split("/")[0].startswith(others) and not p.startswith("rlamd") for p in parts]
             colours = ["#7f8c8d" if g else "#c0392b" for g in grey]
