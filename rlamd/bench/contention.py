@@ -180,21 +180,16 @@ def run_contention_suite(
     return figures
 
 
-def _serve(algo: str, mode: str, env_name: str) -> None:
-    """Build once, say ``{"threads": ...}``, then one JSON line per ``measure SECONDS``."""
-    iterate, close, line = _build(algo, mode, env_name)
-    try:
-        print(json.dumps({"ready": True, "threads": line}), flush=True)
-        for command in sys.stdin:
-            rate = _window(iterate, float(command.split()[1]))
-            print(json.dumps({"rate": rate, "threads": line}), flush=True)
-    finally:
-        close()
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # a condition's child: built once, then a JSON line per window
     p = argparse.ArgumentParser(prog="python -m rlamd.bench.contention")
     p.add_argument("--serve", nargs=2, metavar=("ALGO", "MODE"), required=True)
     p.add_argument("--env", default=GAME)
     a = p.parse_args()
-    _serve(*a.serve, a.env)
+    iterate, close, line = _build(*a.serve, a.env)
+    try:
+        print(json.dumps({"ready": True, "threads": line}), flush=True)
+        for command in sys.stdin:  # "measure SECONDS"
+            rate = _window(iterate, float(command.split()[1]))
+            print(json.dumps({"rate": rate, "threads": line}), flush=True)
+    finally:
+        close()
