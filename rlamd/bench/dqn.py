@@ -94,8 +94,7 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
     for s, f in zip(own, grs, strict=True):
         timed_as.append((s, f, "graph" if s.graphed else "eager, agent.learn", s.learn_step_one))
     for s, f, how, step in timed_as:
-        cells = c.step_cost(step, device, f)
-        costs.append((s.who, how, str(batch), f"{f.median:.1f}", *cells))
+        costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.step_cost(step, device, f)))
     base = its[0]
     rows = [
         (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", c.ratio(i, base).text(""))
@@ -128,9 +127,8 @@ def run_dqn_suite(
         sides = [rlamd_side(b, p, device, warm, iters) for p in precs]
         build = lambda p, b=b: p.dqn_side(b, device, warm, iters)  # noqa: E731
         for peer, side in c.each_peer("dqn", peers, notes, build):
-            side.key, side.peer = f"{peer.name}_fp32", peer
-            side.meta = {"batch": b, "device": str(device), "precision": "fp32"}
-            side.meta["algorithm"] = peer.name
+            meta = {"batch": b, "device": str(device), "precision": "fp32", "algorithm": peer.name}
+            side.key, side.meta, side.peer = f"{peer.name}_fp32", meta, peer
             sides += [side, rlamd_side(b, "fp32", device, warm, iters, peer=peer)]
         try:
             got = _batch(b, device, sides, repeats)
