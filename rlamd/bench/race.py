@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 
@@ -168,8 +168,8 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
         lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
-    run = RaceRun(algo, who, seed, proto.target, stopped, round(wall, 1), tuple(curve))
-    run = replace(run, load=mon.report, recipe=recipe, error=error)
+    got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
+    run = RaceRun(algo, who, seed, proto.target, *got)
     said = f"{stopped}, no evaluation"
     if run.hit:
         said = f"{proto.target:g} reached in {run.hit.seconds:,.0f} s, {run.hit.step:,} env steps"
