@@ -37,8 +37,8 @@ _MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allred
 
 
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
-    """One suite's figures (``run_SUITE_suite`` of ``rlamd/bench/SUITE.py`` unless
-    :data:`_MODULES` names its module), or None when it was skipped as a whole."""
+    """One suite's figures (``run_SUITE_suite`` of ``SUITE.py`` or :data:`_MODULES`' module),
+    or None when it was skipped as a whole."""
     module = importlib.import_module(f"rlamd.bench.{_MODULES.get(suite, suite)}")
     fn = getattr(module, f"run_{suite}_suite")
     kwargs = {k: v[0] if quick else v[1] for k, v in _RUNNERS[suite].items()}
@@ -55,15 +55,14 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
     others = (*(p.name for p in peers()), "numpy", "raw")
     written = []
     for suite, figures in results.items():
-        by_unit: dict[str, list[Figure]] = {}
-        for f in figures:
-            by_unit.setdefault(f.unit, []).append(f)
-        got = chart(len(by_unit), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(by_unit)))
+        units = list(dict.fromkeys(f.unit for f in figures))
+        got = chart(len(units), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(units)))
         if got is None:
             notes.append("matplotlib not installed: charts skipped (bash scripts/setup.sh --bench)")
             return []
         fig, axes = got
-        for ax, (unit, figs) in zip(axes[:, 0], by_unit.items(), strict=True):
+        for ax, unit in zip(axes[:, 0], units, strict=True):
+            figs = [f for f in figures if f.unit == unit]
             parts = [f.name.split("/", 1)[-1] for f in figs]
             grey = [p.split("/")[0].startswith(others) and not p.startswith("rlamd") for p in parts]
             colours = ["#7f8c8d" if g else "#c0392b" for g in grey]
@@ -102,10 +101,8 @@ def _print_published(results: dict[str, list[Figure]]) -> None:
     print("\npublished figures (not measured here), BreakoutNoFrameskip-v4, batch 128:")
     ours = [f for f in results["dqn"] if re.fullmatch(r"dqn/rlamd[^/]*/b128/iterations", f.name)]
     for pub in PUBLISHED:
-        mine = ""
-        if ours:
-            mine = f"; rlamd here: {ours[0].median:,.1f} it/s "
-            mine += f"({ours[0].median / pub['median']:.3f}x)"
+        ratio = ours[0].median / pub["median"] if ours else 0
+        mine = f"; rlamd here: {ours[0].median:,.1f} it/s ({ratio:.3f}x)" if ours else ""
         print(f"  {pub['hardware']}: {pub['median']:,.0f} +/- {pub['plus_minus']:,.0f} it/s{mine}")
 
 
@@ -126,9 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     notes: list[str] = []
     t0, results, loads = time.perf_counter(), {}, {}
-    gpu = (device.index or 0) if device.type == "cuda" else None
     for suite in args.suites or SUITES:  # the machine's other load sampled around each suite
-        with LoadMonitor(gpu=gpu) as mon:
+        with LoadMonitor(gpu=(device.index or 0) if device.type == "cuda" else None) as mon:
             figures = _run(suite, device, args.quick, not args.no_peers, notes)
         if warning := mon.report.warning(f"the {suite} suite"):
             print(warning)
@@ -150,11 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in notes:
         print(f"note: {n}")
-    if busy := [k for k, v in loads.items() if v.busy]:
-        print(
-            f"warning: the machine was busy during {', '.join(busy)} (other processes' load "
-            "per suite is in results.json, 'load'); rerun on a quiet machine to compare"
-        )
+    if busy := ", ".join(k for k, v in loads.items() if v.busy):
+        rerun = "rerun on a quiet machine to compare"
+        why = f"(other processes' load per suite is in results.json, 'load'); {rerun}"
+        print(f"warning: the machine was busy during {busy} {why}")
     more = f" and {len(charts)} charts" if charts else ""
     print(f"\nwrote {out / 'results.json'}{more} in {doc['seconds']:.0f} s")
     return 0

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,18 +30,19 @@ def thread_env(threads: int | str | None, env: dict[str, str] | None = None) -> 
     return env
 
 
+def send(proc: subprocess.Popen, sig: int, group: bool = False) -> None:
+    """``sig`` to ``proc`` (its process group with ``group``), unless it is gone."""
+    with suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
+
+
 def stop(proc: subprocess.Popen, grace: float, group: bool = False) -> None:
     """SIGINT to ``proc`` (its process group with ``group``), SIGKILL after ``grace`` s."""
     for sig, wait in ((signal.SIGCONT, 0.0), (signal.SIGINT, grace), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        try:
+        send(proc, sig, group)
+        with suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)
             return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 class Child:
@@ -66,10 +68,9 @@ class Child:
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            try:
+            got = None
+            with suppress(ValueError):
                 got = json.loads(line) if line.startswith("{") else None
-            except ValueError:
-                got = None
             if isinstance(got, dict):
                 self.lines.put((time.monotonic(), got))
             else:
@@ -82,10 +83,9 @@ class Child:
         if command is not None:
             self.proc.stdin.write(command + "\n")
             self.proc.stdin.flush()
-        try:
+        got = None
+        with suppress(queue.Empty):
             got = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            got = None
         if got is None:
             self.close()
             tail = self.log_path.read_text(encoding="utf-8", errors="replace").strip()
@@ -105,10 +105,7 @@ class Child:
                 out.append(got)
 
     def signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig) if self.group else self.proc.send_signal(sig)
-        except ProcessLookupError:
-            pass
+        send(self.proc, sig, self.group)
 
     def close(self, grace: float = 60.0) -> None:
         if self.proc.poll() is None:

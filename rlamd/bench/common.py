@@ -247,22 +247,6 @@ def save_chart(fig: Any, path: Any) -> str:
     return str(path)
 
 
-@dataclass
-class StepCost:
-    """What one call of a step costs. On the CPU ``kernels`` and ``launches`` count leaf
-    ATen ops doing work and ``device_us`` is None; ``kernels`` None: the profiler saw no
-    GPU activity at all. ``host_us``: host time to issue one call, without waiting."""
-
-    launches: float
-    kernels: float | None
-    host_us: float
-    device_us: float | None
-
-    def cells(self) -> tuple[str, ...]:
-        vals = (self.kernels, self.launches, self.host_us, self.device_us)
-        return tuple("-" if x is None else f"{x:,.0f}" for x in vals)
-
-
 def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
     gpu = torch.device(device).type == "cuda"
     unit, ran = ("kernels", "GPU kernels run") if gpu else ("ops", "leaf ATen ops doing work")
@@ -271,13 +255,17 @@ def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list
     report(head, rows, (*columns, unit, "launches", "host µs", "device µs"), lines)
 
 
-def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10) -> StepCost:
-    """Profile ``iters`` calls of ``fn`` (warmed up) with ``torch.profiler``; one more call
-    runs first, unrecorded (some profilers drop the kernels at a session's start)."""
+def step_cost(fn: Callable[[], Any], device: torch.device | str, into: Figure) -> tuple[str, ...]:
+    """Profile 10 calls of ``fn`` (warmed up; one more call runs first, unrecorded: some
+    profilers drop the kernels at a session's start) with ``torch.profiler``; what one call
+    costs goes into ``into.meta``, and its table cells are returned. On the CPU ``kernels``
+    and ``launches`` count leaf ATen ops doing work and ``device_us`` is None; ``kernels``
+    None: the profiler saw no GPU activity at all. ``host_us``: host time to issue one call,
+    without waiting."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    device = torch.device(device)
+    device, iters = torch.device(device), 10
     gpu = device.type == "cuda"
     sync(device)
     t0 = time.perf_counter()
@@ -295,12 +283,16 @@ def step_cost(fn: Callable[[], Any], device: torch.device | str, iters: int = 10
         no_work = {f"aten::{n}" for n in names["no_work"]}
         aten = [e for e in events if e.name.startswith("aten::") and e.name not in no_work]
         leaves = [e for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)]
-        return StepCost(len(leaves) / iters, len(leaves) / iters, host_us, None)
-    on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
-    kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
-    host = [e for e in events if e.device_type == DeviceType.CPU]
-    launches = sum(any(k in e.name for k in names["launch_calls"]) for e in host) / iters
-    if not on_gpu:
-        return StepCost(launches, None, host_us, None)
-    device_us = sum(e.time_range.elapsed_us() for e in kernels) / iters
-    return StepCost(launches, len(kernels) / iters, host_us, device_us)
+        launches = kernels = len(leaves) / iters
+        device_us = None
+    else:
+        on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
+        gpu_kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
+        host = [e for e in events if e.device_type == DeviceType.CPU]
+        launches = sum(any(k in e.name for k in names["launch_calls"]) for e in host) / iters
+        kernels = len(gpu_kernels) / iters if on_gpu else None
+        device_us = sum(e.time_range.elapsed_us() for e in gpu_kernels) / iters if on_gpu else None
+    cost = {"launches": launches, "kernels": kernels, "host_us": host_us, "device_us": device_us}
+    into.meta.update(cost)
+    vals = (kernels, launches, host_us, device_us)
+    return tuple("-" if x is None else f"{x:,.0f}" for x in vals)

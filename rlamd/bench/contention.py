@@ -3,12 +3,10 @@
 A second process on the machine (TensorBoard, an evaluation, another run) should cost rlamd
 about its share of the cores, not most of its throughput. Each condition runs in its own
 child (``python -m rlamd.bench.contention --serve ALGO MODE``: the OpenMP wait policy is
-fixed when torch loads), built once; the parent interleaves its windows, every condition
-alone and beside the neighbour once per round. Conditions: ``rlamd (budget)``, the thread
-plan of :mod:`rlamd.threads` that ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the
-same loop with the libraries' own defaults; every peer in ``contention``. Workloads
-(Breakout, CPU): PPO 8 envs x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, one update
-per 4 env steps, prioritized replay, after a short warm-up fill.
+fixed when torch loads), built once; the parent interleaves their windows. Conditions:
+``rlamd (budget)``, the thread plan ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the
+libraries' own defaults; every peer in ``contention``. Workloads (Breakout, CPU): PPO 8 envs
+x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, one update per 4 env steps.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 
 from rlamd.threads import OPENMP_ENV, cores_available
 
@@ -33,8 +32,8 @@ __all__ = ["NEIGHBOUR", "busy_neighbour", "run_contention_suite"]
 GAME, ALGOS, NUM_ENVS = "breakout", ("ppo", "dqn"), 8
 NEIGHBOUR = "while True: pass"
 """The busy neighbour: one single-threaded process that never sleeps."""
-_THREAD_VARS = "OMP_WAIT_POLICY KMP_BLOCKTIME GOMP_SPINCOUNT OMP_NUM_THREADS MKL_NUM_THREADS"
-_THREAD_VARS += " NUMBA_NUM_THREADS"
+_THREAD_VARS = ("OMP_WAIT_POLICY", "KMP_BLOCKTIME", "GOMP_SPINCOUNT", "OMP_NUM_THREADS")
+_THREAD_VARS += ("MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
 
 
 @contextmanager
@@ -90,7 +89,7 @@ class _Child:
     """One condition's child process, built once and asked for a window at a time."""
 
     def __init__(self, algo: str, mode: str, env_name: str, timeout: float) -> None:
-        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS.split()}
+        env = {k: v for k, v in os.environ.items() if k not in _THREAD_VARS}
         # Budget: rlamd's wait policy; otherwise the libraries' own defaults, which rlamd
         # must not replace in this child.
         env |= OPENMP_ENV if mode == "budget" else {"RLAMD_OPENMP_DEFAULTS": "1"}
@@ -108,32 +107,24 @@ class _Child:
 def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
     """Every child alone and beside the neighbour, in interleaved rounds of windows of
     ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
-    window, dead = seconds / repeats, set()
+    window, dead, contenders = seconds / repeats, set(), []
 
-    def once(mode: str, busy: bool):
-        def run() -> float:
-            if mode not in dead:
-                try:
-                    with busy_neighbour(busy):
-                        return children[mode].measure(window)
-                except RuntimeError as exc:
-                    dead.add(mode)
-                    notes.append(f"contention {algo}/{mode}: {exc}")
-            return float("nan")
-
-        return run
+    def run(mode: str, busy: bool) -> float:
+        if mode not in dead:
+            try:
+                with busy_neighbour(busy):
+                    return children[mode].measure(window)
+            except RuntimeError as exc:
+                dead.add(mode)
+                notes.append(f"contention {algo}/{mode}: {exc}")
+        return float("nan")
 
     meta = {"algo": algo, "seconds": window, "env": env_name, "cores": cores_available()}
-    contenders = [
-        Contender(
-            f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}",
-            "env steps/s",
-            once(mode, busy),
-            meta | {"mode": mode, "neighbour": busy, "threads": child.threads},
-        )
-        for mode, child in children.items()
-        for busy in (False, True)
-    ]
+    for mode, child in children.items():
+        for busy in (False, True):
+            name = f"contention/{mode}/{algo}/{'busy' if busy else 'alone'}"
+            more = {"mode": mode, "neighbour": busy, "threads": child.threads}
+            contenders.append(Contender(name, "env steps/s", partial(run, mode, busy), meta | more))
     figures = interleave(contenders, repeats=repeats, warmup=0)
     return [f for f in figures if f.meta["mode"] not in dead]
 
@@ -189,21 +180,16 @@ def run_contention_suite(
     return figures
 
 
-def _serve(algo: str, mode: str, env_name: str) -> None:
-    """Build once, say ``{"threads": ...}``, then one JSON line per ``measure SECONDS``."""
-    iterate, close, line = _build(algo, mode, env_name)
-    try:
-        print(json.dumps({"ready": True, "threads": line}), flush=True)
-        for command in sys.stdin:
-            rate = _window(iterate, float(command.split()[1]))
-            print(json.dumps({"rate": rate, "threads": line}), flush=True)
-    finally:
-        close()
-
-
-if __name__ == "__main__":
+if __name__ == "__main__":  # a condition's child: built once, then a JSON line per window
     p = argparse.ArgumentParser(prog="python -m rlamd.bench.contention")
     p.add_argument("--serve", nargs=2, metavar=("ALGO", "MODE"), required=True)
     p.add_argument("--env", default=GAME)
     a = p.parse_args()
-    _serve(*a.serve, a.env)
+    iterate, close, line = _build(*a.serve, a.env)
+    try:
+        print(json.dumps({"ready": True, "threads": line}), flush=True)
+        for command in sys.stdin:  # "measure SECONDS"
+            rate = _window(iterate, float(command.split()[1]))
+            print(json.dumps({"rate": rate, "threads": line}), flush=True)
+    finally:
+        close()

@@ -24,25 +24,17 @@ def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, re
     n = ((64 if quick else 256) if gpu else (32 if quick else 128)) * 2**20 // 4
     host = torch.ones(n, dtype=torch.float32, pin_memory=gpu)
     dev_a = torch.empty(n, dtype=torch.float32, device=device)
-    dev_b = torch.empty_like(dev_a)
-    figures: list[Figure] = []
-    for name, dst, src in (
-        ("host->device", dev_a, host),
-        ("device->host", host, dev_a),
-        ("device->device", dev_b, dev_a),
-    ):
+    dev_b, figures, opts = torch.empty_like(dev_a), [], {"repeats": repeats, "device": device}
+    pairs = (("host->device", dev_a, host), ("device->host", host, dev_a))
+    for name, dst, src in (*pairs, ("device->device", dev_b, dev_a)):
         copy = repeat(lambda d=dst, s=src: d.copy_(s, non_blocking=True), 5, 5 * n * 4 / 1e9)
-        opts = {"repeats": repeats, "device": device, "bytes": n * 4}
-        figures.append(measure(f"device/bandwidth/{name}", "GB/s", copy, **opts))
+        figures.append(measure(f"device/bandwidth/{name}", "GB/s", copy, **opts, bytes=n * 4))
     size = (2048 if quick else 4096) if gpu else (1024 if quick else 2048)
-    reps = 20 if gpu else 3
-    dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-    for label, dtype in dtypes.items():
-        if gpu or label != "fp16":
-            a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
-            mm = repeat(lambda a=a, b=b: torch.mm(a, b), reps, reps * 2 * size**3 / 1e12)
-            opts = {"repeats": repeats, "device": device, "size": size}
-            figures.append(measure(f"device/matmul/{label}", "TFLOP/s", mm, **opts))
+    reps, dtypes = 20 if gpu else 3, {"fp32": torch.float32, "bf16": torch.bfloat16}
+    for label, dtype in (dtypes | ({"fp16": torch.float16} if gpu else {})).items():
+        a, b = (torch.randn(size, size, device=device).to(dtype) for _ in range(2))
+        mm = repeat(lambda a=a, b=b: torch.mm(a, b), reps, reps * 2 * size**3 / 1e12)
+        figures.append(measure(f"device/matmul/{label}", "TFLOP/s", mm, **opts, size=size))
     rows = [(f.name.removeprefix("device/"), f"{f.median:,.3f}", f.unit) for f in figures]
     report(f"device: {device} (median of {repeats})", rows, ("figure", "median", "unit"))
     return figures
@@ -71,13 +63,10 @@ def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") ->
     figures, rows = [], []
     for n in (8, 16):
         # Same thread count for both: ALE's default of 0 lets the C++ env pick.
-        envs = {
-            "raw_ale": raw_env(game, n),
-            "rlamd": make_env(game, n, atari=AtariConfig(num_threads=0)),
-        }
-        rng = np.random.default_rng(0)
+        envs = {"raw_ale": raw_env(game, n)}
+        envs["rlamd"] = make_env(game, n, atari=AtariConfig(num_threads=0))
+        rng, contenders = np.random.default_rng(0), []
         actions = [rng.integers(0, 4, n) for _ in range(steps)]
-        contenders = []
         for who, env in envs.items():
             env.reset(seed=0)
             run = timed(stepping(env, actions, steps * n))

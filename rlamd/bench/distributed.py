@@ -1,12 +1,10 @@
-"""The scale-out suites. ``rollout``: env steps/s of Ray rollout actors and each
-transition's bytes in the object store: the ``--ray`` DQN rollout worker (Breakout, a CPU
-Q-network with Ape-X epsilons, initial priorities) for both chunk encodings in one run,
-``stacks`` (every observation's 4x84x84) and ``frames`` (newest frames plus stacks where the
-chain breaks, ``ray.ship_frames``), against the same worker in this process on one thread.
-``allreduce``: like rccl-tests' ``all_reduce_perf``, two rlamd Ray learners in one group as
-``--ray --num-learners 2`` forms it (``nccl``, RCCL on ROCm, when each gets a GPU; ``gloo``
-on CPUs; without Ray two local gloo processes); per float32 size from 8 B, doubling: time,
-algbw (size / time) and busbw (algbw x 2(n-1)/n). The Nature-CNN DQN's gradients: 6.7 MB.
+"""The scale-out suites. ``rollout``: env steps/s of the ``--ray`` DQN rollout worker
+(Breakout) as Ray actors and in this process on one thread, and each transition's bytes in
+the object store, for both chunk encodings: ``stacks`` (every 4x84x84 observation) and
+``frames`` (``ray.ship_frames``). ``allreduce``: like rccl-tests' ``all_reduce_perf``, two
+rlamd Ray learners in one group as ``--ray --num-learners 2`` forms it (``nccl`` when each
+gets a GPU, else ``gloo``; without Ray two local gloo processes); per float32 size from 8 B,
+doubling: time, algbw (size / time) and busbw (algbw x 2(n-1)/n).
 """
 
 from __future__ import annotations
@@ -45,9 +43,7 @@ def local_ray(ray, cpus: int) -> Iterator[None]:
 
 
 ENCODINGS = ("stacks", "frames")
-GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32
-"""Breakout; 1, 2 and 4 actors (4 share the development machine's 2 cores); 4 envs each;
-chunks of 32 steps."""
+GAME, ACTORS, ENVS, CHUNK = "breakout", (1, 2, 4), 4, 32  # actors; envs each; steps a chunk
 
 
 def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
@@ -56,14 +52,11 @@ def _in_process(sections, rounds: int, repeats: int) -> list[Figure]:
     torch.set_num_threads(1)  # as an actor with one CPU gets (Ray sets OMP_NUM_THREADS=1)
     try:
         for enc in ENCODINGS:
-            local = RolloutWorker(sections[enc], 0)
-            sizes = []
-            for _ in range(rounds):
-                payload, info = local.collect(None, 0, CHUNK)
+            local, sizes = RolloutWorker(sections[enc], 0), []
+            for payload, info in (local.collect(None, 0, CHUNK) for _ in range(rounds)):
                 sizes.append(len(pickle.dumps(payload, protocol=5)) / info.env_steps)
-            figures.append(
-                Figure.of(f"rollout/{enc}/bytes_per_transition", "bytes", sizes, encoding=enc)
-            )
+            name = f"rollout/{enc}/bytes_per_transition"
+            figures.append(Figure.of(name, "bytes", sizes, encoding=enc))
             run = repeat(partial(local.collect, None, 0, CHUNK), rounds, rounds * CHUNK * ENVS)
             meta = {"actors": 0, "envs_per_worker": ENVS, "encoding": enc}
             name = f"rollout/{enc}/in_process/{ENVS}envs"
@@ -150,8 +143,6 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
     try:
         import ray
     except ImportError:
-        ray = None
-    if ray is None:
         why = "Ray not installed, measured between two local processes (gloo)"
         (notes if notes is not None else []).append(f"allreduce: {why} instead of two Ray learners")
         results, backend = run_group(_member, world, sizes, iters)[0], "gloo"
@@ -177,11 +168,10 @@ def run_allreduce_suite(max_bytes: int = 256 * 2**20, iters: int = 10, notes: li
     figures, rows, factor = [], [], 2 * (world - 1) / world
     for nbytes, times in results:
         t = statistics.median(times)
-        algbw = nbytes / t / 1e9
-        busbw = [nbytes / x / 1e9 * factor for x in times]
-        meta = {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw}
-        meta |= {"ranks": world, "between": where}
-        figures.append(Figure.of(f"allreduce/{backend}/{nbytes}B", "GB/s busbw", busbw, **meta))
+        algbw, busbw = nbytes / t / 1e9, [nbytes / x / 1e9 * factor for x in times]
+        meta = {"bytes": nbytes, "time_us": t * 1e6, "algbw": algbw, "ranks": world}
+        name = f"allreduce/{backend}/{nbytes}B"
+        figures.append(Figure.of(name, "GB/s busbw", busbw, **meta, between=where))
         rows.append((f"{nbytes:,}", f"{t * 1e6:,.1f}", f"{algbw:.3g}", f"{algbw * factor:.3g}"))
     name = "RCCL/NCCL" if backend == "nccl" else "gloo (CPU)"
     head = f"allreduce: {world} ranks ({where}), {name}, float32, median of {iters}"

@@ -9,7 +9,7 @@ like-for-like row per peer runs rlamd with the peer's algorithm (its ``dqn_algor
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -17,41 +17,28 @@ import torch
 
 from rlamd.graphs import Captured
 
-from .common import (
-    Contender,
-    Figure,
-    distinct_precisions,
-    each_peer,
-    interleave,
-    peer_lines,
-    ratio,
-    repeat,
-    report,
-    report_costs,
-    rlamd_loop,
-    step_cost,
-    timed,
-)
+from . import common as c
 
 __all__ = ["Side", "run_dqn_suite"]
 
 
 @dataclass
 class Side:
-    """One contender, built and filled: ``key`` names its figures (``rlamd_bf16``,
-    ``PEER_fp32``, ``rlamd_fp32_PEERalgo``); ``iterate`` runs ``iters`` iterations (env step,
+    """One contender, built and filled: ``iterate`` runs ``iters`` iterations (env step,
     store, update), ``learn`` ``iters`` eager learner updates and ``learn_one`` one (profiled).
-    rlamd's own rows add ``learn_step`` (``iters`` calls of ``agent.learn``, a captured graph
-    on GPUs) and ``learn_step_one``; ``peer``: the peer this row is, or whose algorithm it runs.
+    The suite names a peer's figures ``PEER_fp32`` (``key``) and fills its ``meta``; rlamd's
+    own rows (``rlamd_bf16``, ``rlamd_fp32_PEERalgo``) add ``learn_step`` (``iters`` calls of
+    ``agent.learn``, a captured graph on GPUs) and ``learn_step_one``; ``peer``: the peer
+    this row is, or whose algorithm it runs.
     """
 
     who: str
-    key: str
-    meta: dict[str, Any]
     iterate: Callable[[], int]
     learn: Callable[[], int]
     learn_one: Callable[[], None]
     close: Callable[[], None]
+    key: str = ""
+    meta: dict[str, Any] = field(default_factory=dict)
     learn_step: Callable[[], int] | None = None
     learn_step_one: Callable[[], None] | None = None
     graphed: bool = False
@@ -64,7 +51,7 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
     and eagerly (the same function)."""
     train = {"env": "breakout", "num_envs": 1, "precision": precision, "device": str(device)}
     algo = peer.dqn_algorithm() if peer else {}
-    loop, agent = rlamd_loop(train, warm, batch_size=batch, train_frequency=1, **algo)
+    loop, agent = c.rlamd_loop(train, warm, batch_size=batch, train_frequency=1, **algo)
     mode, captured = agent.precision.mode, agent.learn_step
     eager = Captured(captured.fn, device, mode="off", name="dqn learn_step (eager)")
 
@@ -76,15 +63,17 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
             agent.learn_step = captured
 
     graph_step = partial(agent.learn, loop.buffer, batch, 0.4)  # as the run calls it
-    repeat(graph_step, 5)()  # past the graph's warm-up and capture
+    c.repeat(graph_step, 5)()  # past the graph's warm-up and capture
     meta = {"device": str(device), "batch": batch, "precision": mode, "algorithm": "rlamd"}
     key, who = f"rlamd_{mode}", f"rlamd ({mode})"
     if peer is not None:
         meta["algorithm"], key = peer.name, f"{key}_{peer.name}algo"
         who = f"rlamd ({mode}, {peer.label} algorithm)"
-    run, learn, close = repeat(loop.iterate, iters), repeat(eager_step, iters), loop.collector.close
-    steps = (repeat(graph_step, iters), graph_step, captured.captured, peer)
-    return Side(who, key, meta, run, learn, eager_step, close, *steps)
+    run, learn = c.repeat(loop.iterate, iters), c.repeat(eager_step, iters)
+    side = Side(who, run, learn, eager_step, loop.collector.close, key, meta, peer=peer)
+    side.learn_step, side.learn_step_one = c.repeat(graph_step, iters), graph_step
+    side.graphed = captured.captured
+    return side
 
 
 _SUFFIX = {"iterate": "iterations", "learn": "learner", "learn_step": "learn_step"}
@@ -92,26 +81,23 @@ _SUFFIX = {"iterate": "iterations", "learn": "learner", "learn_step": "learn_ste
 
 def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
     """Interleaved figures for one batch size: (figures, table rows, step-cost rows, lines)."""
-    own, got = [s for s in sides if s.learn_step is not None], {}
+    own, got, costs = [s for s in sides if s.learn_step is not None], {}, []
     for what, who in (("iterate", sides), ("learn", sides), ("learn_step", own)):
         unit, contenders = "it/s" if what == "iterate" else "updates/s", []
         for s in who:  # each side's ``what`` as a contender
             meta = s.meta | ({"graph": s.graphed} if what == "learn_step" else {})
-            run = timed(getattr(s, what), device=device)
-            contenders.append(Contender(f"dqn/{s.key}/b{batch}/{_SUFFIX[what]}", unit, run, meta))
-        got[what] = interleave(contenders, repeats=repeats)
+            run = c.timed(getattr(s, what), device=device)
+            contenders.append(c.Contender(f"dqn/{s.key}/b{batch}/{_SUFFIX[what]}", unit, run, meta))
+        got[what] = c.interleave(contenders, repeats=repeats)
     its, ups, grs = got["iterate"], got["learn"], got["learn_step"]
-    costs = []
     timed_as = [(s, f, "eager", s.learn_one) for s, f in zip(sides, ups, strict=True)]
     for s, f in zip(own, grs, strict=True):
         timed_as.append((s, f, "graph" if s.graphed else "eager, agent.learn", s.learn_step_one))
     for s, f, how, step in timed_as:
-        c = step_cost(step, device)
-        f.meta.update(asdict(c))
-        costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.cells()))
+        costs.append((s.who, how, str(batch), f"{f.median:.1f}", *c.step_cost(step, device, f)))
     base = its[0]
     rows = [
-        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", ratio(i, base).text(""))
+        (s.who, str(batch), f"{i.median:.1f}", f"{u.median:.1f}", c.ratio(i, base).text(""))
         for s, i, u in zip(sides, its, ups, strict=True)
     ]
     lines = []
@@ -120,7 +106,7 @@ def _batch(batch: int, device: torch.device, sides: list[Side], repeats: int):
             continue
         for f, algo in ((base, ""), (its[i + 1], f", {s.peer.label}'s algorithm")):
             head = f"rlamd {f.meta['precision']}{algo} at batch {batch}: "
-            lines += peer_lines(f, [(s.peer, its[i])], "iterations/s", head)
+            lines += c.peer_lines(f, [(s.peer, its[i])], "iterations/s", head)
     return [*its, *ups, *grs], rows, costs, lines
 
 
@@ -133,16 +119,16 @@ def run_dqn_suite(
     warm: int = 1_000,
     peers: bool = True,
     notes: list[str] | None = None,
-) -> list[Figure]:
+) -> list[c.Figure]:
     device, notes = torch.device(device), [] if notes is None else notes
     figures, rows, costs, lines = [], [], [], []
     for b in batches:
-        sides = [
-            rlamd_side(b, p, device, warm, iters) for p in distinct_precisions(precisions, device)
-        ]
+        precs = c.distinct_precisions(precisions, device)
+        sides = [rlamd_side(b, p, device, warm, iters) for p in precs]
         build = lambda p, b=b: p.dqn_side(b, device, warm, iters)  # noqa: E731
-        for peer, side in each_peer("dqn", peers, notes, build):
-            side.peer = peer
+        for peer, side in c.each_peer("dqn", peers, notes, build):
+            meta = {"batch": b, "device": str(device), "precision": "fp32", "algorithm": peer.name}
+            side.key, side.meta, side.peer = f"{peer.name}_fp32", meta, peer
             sides += [side, rlamd_side(b, "fp32", device, warm, iters, peer=peer)]
         try:
             got = _batch(b, device, sides, repeats)
@@ -157,7 +143,7 @@ def run_dqn_suite(
         "(min-max)). rlamd: prioritized 3-step double dueling DQN; a peer and rlamd with "
         "'PEER algorithm': the peer's DQN"
     )
-    report(head, rows, ("framework", "batch", "iterations/s", "learner updates/s", "ratio"))
+    c.report(head, rows, ("framework", "batch", "iterations/s", "learner updates/s", "ratio"))
     cols = ("framework", "mode", "batch", "updates/s")
-    report_costs("learn step (sample + update + priorities)", device, costs, cols, lines)
+    c.report_costs("learn step (sample + update + priorities)", device, costs, cols, lines)
     return figures

@@ -4,7 +4,6 @@ largest batch (``learn``), PPO minibatches; with each learn step's cost (``step_
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from functools import partial
 from typing import Any
 
@@ -100,9 +99,7 @@ class _Suite:
             self.rows.append((label, *cells, f"{f.median:,.1f}"))
             self.figures.append(f)
             if cost:
-                c = step_cost(step, d)
-                f.meta.update(asdict(c))
-                self.costs.append((label.split(" (")[0], *cells, *c.cells()))
+                self.costs.append((label.split(" (")[0], *cells, *step_cost(step, d, f)))
 
     def dqn(self, b: int, buf: Any) -> None:
         """DQN updates on a synthetic batch of ``b``; with ``buf``, learn steps from it."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -35,20 +36,17 @@ def _own_ticks(proc: Path, root: int) -> dict[int, tuple[int, int]]:
     try:
         entries = [e for e in os.listdir(proc) if e.isdigit()]
     except OSError:
-        return table
+        entries = []
     for entry in entries:
         try:
             text = (proc / entry / "stat").read_text(encoding="ascii", errors="replace")
             f = text.rsplit(")", 1)[1].split()  # the name may hold spaces and ')'
-            table[int(entry)] = (int(f[1]), int(f[11]) + int(f[12]) + int(f[13]) + int(f[14]))
+            table[int(entry)] = (int(f[1]), sum(map(int, f[11:15])))
         except (OSError, ValueError, IndexError):  # it exited while we read
             continue
-    tree, todo = {root}, [root]
-    while todo:
-        parent = todo.pop()
-        kids = [p for p, (pp, _) in table.items() if pp == parent and p not in tree]
-        tree.update(kids)
-        todo += kids
+    tree = {root}
+    while grown := {p for p, (parent, _) in table.items() if parent in tree} - tree:
+        tree |= grown
     return {pid: table[pid] for pid in tree if pid in table}
 
 
@@ -67,11 +65,10 @@ def runnable(proc: Path = _PROC) -> int | None:
 
 
 def _machine_ticks(proc: Path) -> tuple[int, int] | None:
-    """(busy ticks, total ticks) summed over every core: user nice system idle iowait irq
-    softirq steal (guest time is in user)."""
-    if (f := _stat(proc, "cpu ")) is None:
-        return None
-    return sum(f[:8]) - f[3] - (f[4] if len(f) > 4 else 0), sum(f[:8])
+    """(busy, total) ticks over every core: user nice system idle iowait irq softirq steal
+    (guest time is in user)."""
+    f = _stat(proc, "cpu ")
+    return None if f is None else (sum(f[:8]) - f[3] - (f[4] if len(f) > 4 else 0), sum(f[:8]))
 
 
 class CpuSampler:
@@ -96,16 +93,6 @@ class CpuSampler:
             return 0.0, 0.0
         core = total / self.cores  # one core's worth of ticks in this interval
         return max(0.0, (busy - spent) / core), max(0.0, spent / core)
-
-
-def _smi(cmd: list[str]) -> str | None:
-    if shutil.which(cmd[0]) is None:
-        return None
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout if out.returncode == 0 else None
 
 
 def _parse(tool: str, text: str, index: int) -> float | None:
@@ -141,15 +128,14 @@ def gpu_utilisation(index: int = 0) -> tuple[float, str] | None:
             return float(torch.cuda.utilization(index)), "torch.cuda.utilization"
         except Exception:  # no pynvml / amdsmi, or a driver that does not say
             pass
-    for cmd in _READERS:
-        text = _smi(cmd)
-        if text and (value := _parse(cmd[0], text, index)) is not None:
+    for cmd in (c for c in _READERS if shutil.which(c[0]) is not None):
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=5, check=False)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if out.returncode == 0 and (value := _parse(cmd[0], out.stdout, index)) is not None:
             return value, cmd[0]
     return None
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 @dataclass(frozen=True)
@@ -242,6 +228,7 @@ class LoadMonitor:
             self._during.append(last)
         before, (during, own) = (self._before or [None])[0], whole or (None, None)
         peak, n = max((o for o, _ in self._during), default=None), len(self._during)
-        gpu = (self._gpu_before, _mean(self._gpu_during), self._gpu_source)
+        gpu_during = statistics.fmean(self._gpu_during) if self._gpu_during else None
+        ready = statistics.fmean(self._runnable) if self._runnable else None
         cpu = (self._sampler.cores, before, during, peak, own, n, round(seconds, 2))
-        self.report = LoadReport(*cpu, *gpu, runnable=_mean(self._runnable))
+        self.report = LoadReport(*cpu, self._gpu_before, gpu_during, self._gpu_source, ready)

@@ -17,18 +17,7 @@ import torch
 from rlamd.config.layers import resolve
 from rlamd.engine import LocalEngine
 
-from .common import (
-    Contender,
-    Figure,
-    distinct_precisions,
-    each_peer,
-    interleave,
-    peer_lines,
-    ratio,
-    repeat,
-    report,
-    timed,
-)
+from . import common as c
 from .device import raw_env, stepping
 from .peer import PPOSettings
 
@@ -54,41 +43,40 @@ def _rlamd(s: PPOSettings, precision: str, device: torch.device, iters: int, sui
     cfg = resolve({"train": train}, sets=[f"ppo.{k}={v}" for k, v in sets.items()])
     engine = LocalEngine(cfg, 0, None, log=lambda _line: None)
     mode = engine.agent.precision.mode
-    run = timed(repeat(engine.iterate, iters, iters * s.per_rollout), device=device)
+    run = c.timed(c.repeat(engine.iterate, iters, iters * s.per_rollout), device=device)
     meta = {"device": str(device), "num_envs": s.num_envs, "precision": mode}
-    c = Contender(f"{suite}/rlamd_{mode}/{s.num_envs}envs", UNIT, run, meta)
-    return f"rlamd ({mode})", c, engine.close, None
+    contender = c.Contender(f"{suite}/rlamd_{mode}/{s.num_envs}envs", UNIT, run, meta)
+    return f"rlamd ({mode})", contender, engine.close, None
 
 
 def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers, notes):
     built = []
     try:
-        built += [
-            _rlamd(s, p, device, iters, suite) for p in distinct_precisions(precisions, device)
-        ]
-        for p, t in each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
-            run = timed(t.run, device=device, per=t.per)
-            c = Contender(f"{suite}/{p.name}_fp32/{s.num_envs}envs", UNIT, run, t.meta)
-            built.append((t.label, c, t.close, p))
+        for p in c.distinct_precisions(precisions, device):
+            built.append(_rlamd(s, p, device, iters, suite))
+        for p, t in c.each_peer("ppo", peers, notes, lambda p: p.ppo(s, device, iters)):
+            run = c.timed(t.run, device=device, per=t.per)
+            name = f"{suite}/{p.name}_fp32/{s.num_envs}envs"
+            built.append((t.label, c.Contender(name, UNIT, run, t.meta), t.close, p))
         if s.family == "atari":  # the raw vector env, random actions: no learner can pass it
             raw, n = raw_env("breakout", s.num_envs), s.num_envs
             raw.reset(seed=0)
             acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
-            run = timed(stepping(raw, acts, len(acts) * n))
-            c = Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, {"num_envs": n})
-            built.append(("raw AtariVectorEnv (no learning)", c, raw.close, None))
-        figures = interleave([c for _, c, _, _ in built], repeats=repeats)
+            run, meta = c.timed(stepping(raw, acts, len(acts) * n)), {"num_envs": n}
+            ceiling = c.Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, meta)
+            built.append(("raw AtariVectorEnv (no learning)", ceiling, raw.close, None))
+        figures = c.interleave([b[1] for b in built], repeats=repeats)
     finally:
         for _, _, close, _ in built:
             close()
     base = figures[0]
     rows = [
-        (b[0], str(s.num_envs), f"{f.median:,.0f}", ratio(f, base).text(""))
+        (b[0], str(s.num_envs), f"{f.median:,.0f}", c.ratio(f, base).text(""))
         for b, f in zip(built, figures, strict=True)
     ]
     pairs = [(b[3], f) for b, f in zip(built, figures, strict=True) if b[3] is not None]
     head = f"rlamd {base.meta['precision']} with {s.num_envs} envs: "
-    return figures, rows, peer_lines(base, pairs, UNIT, head)
+    return figures, rows, c.peer_lines(base, pairs, UNIT, head)
 
 
 def run_ppo_suite(
@@ -100,7 +88,7 @@ def run_ppo_suite(
     peers: bool = True,
     notes: list[str] | None = None,
     suite: str = "ppo",
-) -> list[Figure]:
+) -> list[c.Figure]:
     """The ``ppo`` suite (Breakout) per env count, or ``classic`` (CartPole, 8 envs)."""
     device, notes = torch.device(device), [] if notes is None else notes
     figures, rows, lines = [], [], []
@@ -114,7 +102,7 @@ def run_ppo_suite(
         f"minibatches, learning included (median of {repeats} interleaved rounds x {iters} "
         f"rollouts; ratio = steps/s / rlamd {precisions[0]}'s, median per round (min-max))"
     )
-    report(head, rows, ("framework", "envs", UNIT, "ratio"), lines)
+    c.report(head, rows, ("framework", "envs", UNIT, "ratio"), lines)
     return figures
 
 

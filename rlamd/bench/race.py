@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
+from itertools import product
 from pathlib import Path
 
 import torch
@@ -143,14 +144,12 @@ def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: fl
 def run_race(proto: RaceProtocol, out: Path, contenders: tuple[str, ...], notes: list[str]):
     """Every (seed, algo, contender) in turn (contenders alternate: A B A B ...)."""
     runs, skipped = [], []
-    for seed in proto.seeds:
-        for algo in proto.algos:
-            for who in contenders:
-                if (reason := _skip_reason(who, proto, algo)) is None:
-                    runs.append(_one_run(who, proto, algo, seed, out))
-                elif not any(s["contender"] == who and s["algo"] == algo for s in skipped):
-                    skipped.append({"contender": who, "algo": algo, "reason": reason})
-                    notes.append(f"{who} {algo} skipped: {reason}")
+    for seed, algo, who in product(proto.seeds, proto.algos, contenders):
+        if (reason := _skip_reason(who, proto, algo)) is None:
+            runs.append(_one_run(who, proto, algo, seed, out))
+        elif not any(s["contender"] == who and s["algo"] == algo for s in skipped):
+            skipped.append({"contender": who, "algo": algo, "reason": reason})
+            notes.append(f"{who} {algo} skipped: {reason}")
     return runs, skipped
 
 
@@ -219,22 +218,21 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     except (ValueError, DeviceError) as exc:
         p.error(str(exc))
     use_peer_python(args, p)
-    algos = ALGOS if args.algo == "both" else (args.algo,)
-    every_, games = args.eval_every or each, args.eval_episodes or episodes
-    seeds, threads = tuple(range(1, args.seeds + 1)), args.threads or cores_available()
-    given = (args.minutes or minutes, every_, games, threads, device, seeds, args.steps)
-    proto = RaceProtocol(args.env, args.target, algos, *given)
-    for flag, ok, accepted in (
-        ("--target", math.isfinite(proto.target), "a finite score"),
+    for flag, ok, accepted in (  # 0 or none: the default
+        ("--target", math.isfinite(args.target), "a finite score"),
         ("--minutes", args.minutes is None or args.minutes > 0, "minutes > 0"),
-        ("--eval-every", proto.eval_every >= 1, "an integer >= 1"),
-        ("--eval-episodes", proto.eval_episodes >= 1, "an integer >= 1"),
-        ("--threads", proto.threads >= 1, "an integer >= 1"),
+        ("--eval-every", (args.eval_every or 1) >= 1, "an integer >= 1"),
+        ("--eval-episodes", (args.eval_episodes or 1) >= 1, "an integer >= 1"),
+        ("--threads", (args.threads or 1) >= 1, "an integer >= 1"),
         ("--seeds", args.seeds >= 1, "an integer >= 1"),
-        ("--steps", proto.steps >= 0, "0 (each recipe's) or a positive integer"),
+        ("--steps", args.steps >= 0, "0 (each recipe's) or a positive integer"),
     ):
         if not ok:
             p.error(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}; accepted: {accepted}")
+    algos = ALGOS if args.algo == "both" else (args.algo,)
+    given = (args.minutes or minutes, args.eval_every or each, args.eval_episodes or episodes)
+    threads, seeds = args.threads or cores_available(), tuple(range(1, args.seeds + 1))
+    proto = RaceProtocol(args.env, args.target, algos, *given, threads, device, seeds, args.steps)
     return proto, ("rlamd",) if args.no_peers else tuple(c for c in every if c in names)
 
 

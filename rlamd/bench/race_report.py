@@ -60,15 +60,10 @@ class RaceRun:
         head = {k: getattr(self, k) for k in ("algo", "contender", "seed", "target")}
         head |= {"reached": hit is not None, "seconds_to_target": hit and hit.seconds}
         head |= {"steps_to_target": hit and hit.step, "best_score": best and best.mean}
-        return head | {
-            "best_step": None if best is None else best.step,
-            "stopped": self.stopped,
-            "wall_seconds": self.wall,
-            "evaluations": [asdict(p) for p in self.curve],
-            "load": None if self.load is None else self.load.to_dict(),
-            "recipe": self.recipe,
-            "error": self.error,
-        }
+        head |= {"best_step": best and best.step, "stopped": self.stopped}
+        load = None if self.load is None else self.load.to_dict()
+        head |= {"wall_seconds": self.wall, "evaluations": [asdict(p) for p in self.curve]}
+        return head | {"load": load, "recipe": self.recipe, "error": self.error}
 
 
 def summary(runs: list[RaceRun]) -> list[dict[str, Any]]:
@@ -78,12 +73,10 @@ def summary(runs: list[RaceRun]) -> list[dict[str, Any]]:
     for algo, who in dict.fromkeys((r.algo, r.contender) for r in runs):
         mine = [r for r in runs if (r.algo, r.contender) == (algo, who)]
         hits = [r.hit for r in mine if r.hit is not None]
-        median = {
-            f"median_{k}": statistics.median(getattr(h, x) for h in hits) if hits else None
-            for k, x in (("seconds", "seconds"), ("steps", "step"))
-        }
+        seconds = statistics.median(h.seconds for h in hits) if hits else None
+        steps = statistics.median(h.step for h in hits) if hits else None
         head = {"algo": algo, "contender": who, "runs": len(mine), "reached": len(hits)}
-        out.append(head | median)
+        out.append(head | {"median_seconds": seconds, "median_steps": steps})
     return out
 
 

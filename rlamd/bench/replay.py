@@ -28,15 +28,14 @@ def _fill(sampler, capacity: int, device: torch.device) -> None:
     sampler.update(idx, torch.rand(capacity, generator=g, device=device) * 5)
 
 
-def _samplers(capacity, batch, device, g, notes):
-    """(name, one draw + write) per rlamd sampler backend; the first is the ratios' base."""
-    cpu = torch.device("cpu")
+def _loops(capacity: int, batch: int, iters: int, device: torch.device, g, rng, notes: list):
+    """(name, ``iters`` x (draw + write), its device, meta) per rlamd sampler backend (the
+    first is the ratios' base), then rlamd's whole buffer (n-step window, vector obs)."""
+    cpu, loops, opts = torch.device("cpu"), [], {"alpha": ALPHA, "validate": False}
     gpu = [("triton", device), ("torch", device), ("numba", cpu)]
     for backend, dev in gpu if device.type != "cpu" else [("numba", device), ("torch", device)]:
         try:
-            s = PrioritizedSampler(
-                capacity, alpha=ALPHA, device=dev, backend=backend, validate=False
-            )
+            s = PrioritizedSampler(capacity, device=dev, backend=backend, **opts)
         except ValueError as exc:  # e.g. Triton or numba not importable
             notes.append(f"sampler backend {backend} skipped: {exc}")
             continue
@@ -47,27 +46,21 @@ def _samplers(capacity, batch, device, g, notes):
             idx, _w = s.sample(batch, gen, beta=BETA)
             s.update(idx, torch.rand(batch, generator=gen, device=dev))
 
-        where = "" if dev == device else f"_{dev.type}"
-        yield f"rlamd_sampler_{backend}{where}", step, dev, {"backend": backend, "on": str(dev)}
-
-
-def _buffer(capacity, batch, device, g, rng):
-    """The whole buffer: sampler + n-step window + observations (vector obs, n=3)."""
+        name = f"rlamd_sampler_{backend}{'' if dev == device else f'_{dev.type}'}"
+        loops.append((name, repeat(step, iters), dev, {"backend": backend, "on": str(dev)}))
     opts = {"num_actions": 4, "n_step": 3, "device": device, "validate": False}
     buf = PrioritizedReplayBuffer(capacity, 8, (4,), torch.float32, **opts)
-    z = np.zeros(8, dtype=bool)
-    obs = rng.standard_normal((8, 4)).astype(np.float32)
+    z, obs = np.zeros(8, dtype=bool), rng.standard_normal((8, 4)).astype(np.float32)
     for _ in range(capacity // 8 + 4):
         buf.storage.add(obs, z.astype(np.int64), z.astype(np.float32), z, z)
     _fill(buf.sampler, capacity, device)
     buf.storage.size = capacity  # all records were activated above
 
-    def step() -> None:
-        b = buf.sample(batch, beta=BETA)
-        noise = torch.rand(batch, generator=g, device=device)
+    def whole() -> None:
+        b, noise = buf.sample(batch, beta=BETA), torch.rand(batch, generator=g, device=device)
         buf.update_priorities(b.indices, b.returns.abs() + noise)
 
-    return step
+    return [*loops, ("rlamd_buffer", repeat(whole, iters), device, {})]
 
 
 def run_replay_suite(
@@ -82,9 +75,7 @@ def run_replay_suite(
     device, notes = torch.device(device), [] if notes is None else notes
     g = torch.Generator(device=device).manual_seed(1)
     rng = np.random.default_rng(0)  # the buffer's observations, then the Atari frames
-    loops = list(_samplers(capacity, batch, device, g, notes))
-    loops.append(("rlamd_buffer", _buffer(capacity, batch, device, g, rng), device, {}))
-    loops = [(name, repeat(step, iters), dev, m) for name, step, dev, m in loops]
+    loops = _loops(capacity, batch, iters, device, g, rng, notes)
     got = each_peer("replay", peers, notes, lambda p: p.replay(capacity, batch, iters, ALPHA, BETA))
     loops += [(f"{peer.name}_sampler", run, None, {}) for peer, run in got]
     # The O(N) baseline: numpy.random.Generator.choice over normalised priorities.

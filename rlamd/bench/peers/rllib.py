@@ -55,11 +55,9 @@ class RLlib(BasePeer):
 
         from rlamd.bench.distributed import local_ray
 
-        s = settings
+        s, wrap, on_ray = settings, wrap_atari_for_new_api_stack, ExitStack()
         gym.register_envs(ale_py)
-        wrap = wrap_atari_for_new_api_stack
         tune.register_env(_ATARI_ENV, lambda _: wrap(gym.make(s.gym_id), dim=84, framestack=4))
-        on_ray = ExitStack()
         on_ray.enter_context(local_ray(ray, 2))
         training = {"train_batch_size_per_learner": s.per_rollout, "num_epochs": s.epochs}
         training |= {"minibatch_size": s.per_rollout // s.minibatches, "lr": s.lr}

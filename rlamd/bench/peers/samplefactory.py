@@ -30,11 +30,10 @@ def _start(rec: Recipe, args: Any, folder: Path, group: bool = False) -> Child:
     parsed, steps = parse_env_id(args.env), args.steps or rec.steps
     if parsed.family == "atari" and parsed.sticky:
         raise PeerUnavailable(f"{args.env}: Sample Factory's Atari envs are NoFrameskip-v4 only")
-    atari = parsed.family == "atari"
-    sf_env = "atari_" + parsed.game.replace("_", "") if atari else parsed.game
+    sf_env = "atari_" + parsed.game.replace("_", "") if parsed.family == "atari" else parsed.game
     child = Path(__file__).with_name("sf_child.py")
     cmd = [peer_python(PEER.name), str(child), "--sf-env", sf_env, "--dir", str(folder)]
-    cmd += ["--family", "atari" if atari else "classic", "--eval-every", str(args.eval_every)]
+    cmd += ["--eval-every", str(args.eval_every)]
     cmd += ["--", *(f"--{k}={v}" for k, v in rec.kwargs.items())]
     cmd += [f"--train_dir={folder / 'sf'}", "--experiment=run", "--restart_behavior=overwrite"]
     device = "gpu" if args.device.startswith("cuda") else "cpu"

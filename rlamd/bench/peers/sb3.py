@@ -76,9 +76,8 @@ class SB3(BasePeer):
             model.train(gradient_steps=n, batch_size=batch)
             return n
 
-        meta = {"batch": batch, "device": str(device), "precision": "fp32", "algorithm": self.name}
-        key, run = f"{self.name}_fp32", _learning(model, iters)
-        return Side("SB3 DQN (fp32)", key, meta, run, learn, lambda: learn(1), model.env.close)
+        run = _learning(model, iters)
+        return Side("SB3 DQN (fp32)", run, learn, lambda: learn(1), model.env.close)
 
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput:
         model = _ppo(settings, str(device))

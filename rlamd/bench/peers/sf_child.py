@@ -1,7 +1,7 @@
 """Sample Factory's own process, under its venv's interpreter (imports nothing of rlamd).
 
-``PYTHON sf_child.py --sf-env ENV --family atari|classic --dir DIR [--eval-every K] -- ARGS``
-trains APPO with its own parser, envs and wrappers (ale-py's ROM-carrying ids registered in
+``PYTHON sf_child.py --sf-env ENV --dir DIR [--eval-every K] -- ARGS`` trains APPO with its
+own parser, envs and wrappers (``atari_GAME``: its Atari env, ale-py's ids registered in
 every worker), printing ``{"steps": N}`` after each training step. With ``--eval-every`` each
 passed multiple writes a checkpoint that a thread turns into ``DIR/policy_STEPS.pt``, a
 TorchScript of observations -> action logits.
@@ -18,16 +18,13 @@ import time
 from pathlib import Path
 
 
-def _make_gym_env(name, cfg=None, env_config=None, render_mode=None):
-    """As Sample Factory's gym example makes it (module level: spawned workers pickle it)."""
+def _make_env(name, cfg=None, env_config=None, render_mode=None):
+    """Its own Atari env (``atari_GAME``), after registering ale-py's ids (each spawned worker
+    needs them), else as its gym example makes one (module level: workers pickle it)."""
     import gymnasium as gym
 
-    return gym.make(name, render_mode=render_mode)
-
-
-def _make_atari(name, cfg=None, env_config=None, render_mode=None):
-    """Its own Atari env, after registering ale-py's ids (each spawned worker needs them)."""
-    import gymnasium as gym
+    if not name.startswith("atari_"):
+        return gym.make(name, render_mode=render_mode)
     from ale_py.registration import register_v0_v4_envs
     from sf_examples.atari.atari_utils import make_atari_env
 
@@ -36,11 +33,11 @@ def _make_atari(name, cfg=None, env_config=None, render_mode=None):
     return make_atari_env(name, cfg, env_config, render_mode=render_mode)
 
 
-def _config(family: str, sf_env: str, argv: list[str]):
+def _config(sf_env: str, argv: list[str]):
     from sample_factory.envs.env_utils import register_env
 
-    register_env(sf_env, _make_atari if family == "atari" else _make_gym_env)
-    if family == "atari":
+    register_env(sf_env, _make_env)
+    if sf_env.startswith("atari_"):
         from sf_examples.atari.train_atari import parse_atari_args
 
         return parse_atari_args(argv)
@@ -98,7 +95,6 @@ def _exporting(cfg, runner, out: Path) -> None:
 def main() -> int:
     p = argparse.ArgumentParser(prog="sf_child.py")
     p.add_argument("--sf-env", required=True)
-    p.add_argument("--family", required=True, choices=("atari", "classic"))
     p.add_argument("--dir", required=True)
     p.add_argument("--eval-every", type=int, default=0)
     p.add_argument("sf_args", nargs=argparse.REMAINDER)
@@ -110,7 +106,7 @@ def main() -> int:
     from sample_factory.train import make_runner
 
     sf_args = [a for a in args.sf_args if a != "--"]
-    cfg, runner = make_runner(_config(args.family, args.sf_env, [f"--env={args.sf_env}", *sf_args]))
+    cfg, runner = make_runner(_config(args.sf_env, [f"--env={args.sf_env}", *sf_args]))
     every, due = args.eval_every, [args.eval_every]
 
     class Progress(AlgoObserver):
@@ -123,8 +119,7 @@ def main() -> int:
 
     runner.register_observer(Progress())
     if every:
-        export = threading.Thread(target=_exporting, args=(cfg, runner, out), daemon=True)
-        export.start()
+        threading.Thread(target=_exporting, args=(cfg, runner, out), daemon=True).start()
     status = runner.init()
     if status == ExperimentStatus.SUCCESS:
         status = runner.run()

@@ -121,10 +121,7 @@ class TorchRL(BasePeer):
             learn_one()
 
         iterate, learn = repeat(iteration, iters), repeat(learn_one, iters)
-        meta = {"batch": batch, "device": str(device), "precision": "fp32", "algorithm": self.name}
-        return Side(
-            "TorchRL DQN (fp32)", f"{self.name}_fp32", meta, iterate, learn, learn_one, env.close
-        )
+        return Side("TorchRL DQN (fp32)", iterate, learn, learn_one, env.close)
 
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
         """Its ``PrioritizedSampler`` (C++ sum/min trees): ``run()`` draws ``batch`` and writes
