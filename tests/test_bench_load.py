@@ -83,6 +83,26 @@ def test_a_reaped_child_is_counted_once_and_a_new_one_whole(tmp_path, monkeypatc
     assert others * 200 == pytest.approx(200 - 80)
 
 
+def test_a_worker_gone_unreaped_keeps_the_time_it_was_seen_using(tmp_path, monkeypatch):
+    """Regression: a peer's worker pool killed with its parent is reaped by init, so its time
+    never reaches our tree's child times; the whole-run figure once came from the tree's
+    start-to-end ticks alone and called the workers' 1.2 cores "others" (a Pong race)."""
+    fake = FakeProc(tmp_path / "proc")
+    fake.advance(0, 0, p100=(1, 0, 0))
+    s = _sampler(fake, monkeypatch)
+    mark = s.ticks
+    # 101 (our child) starts a worker 102; the worker runs 150 ticks of a 200-tick core.
+    fake.advance(200, 200, p100=(1, 0, 0), p101=(100, 10, 0), p102=(101, 150, 0))
+    s.sample()
+    # Both end, reaped outside our tree: 100's children's time does not grow.
+    fake.advance(100, 300, p101=None, p102=None)
+    s.sample()
+    others, own = s.mean_since(mark)
+    assert own * 400 == pytest.approx(160)  # two 200-tick intervals of one core each
+    assert others * 400 == pytest.approx(300 - 160)
+    assert s.mean_since(s.ticks) is None  # no sample since: no figure
+
+
 def test_without_proc_nothing_is_measured_or_warned(tmp_path):
     with LoadMonitor(before_s=0.0, interval=0.05, proc=tmp_path / "missing") as mon:
         time.sleep(0.1)

@@ -74,12 +74,16 @@ def _machine_ticks(proc: Path) -> tuple[int, int] | None:
 class CpuSampler:
     """:meth:`sample`: ``(others, own)`` cores' worth of CPU since the last sample (None off
     Linux). Own: each descendant's growth, a new one's whole time, and for one reaped in the
-    tree its parent's jump in child time less what was already counted for it."""
+    tree its parent's jump in child time less what was already counted for it. ``ticks``
+    sums every sample's (others, own, one core's ticks): :meth:`mean_since` averages over
+    samples, so a descendant that leaves the tree unreaped (killed with its parent, as a
+    peer's worker pool can be) keeps the time it was seen using."""
 
     def __init__(self, pid: int | None = None, proc: Path = _PROC) -> None:
         self.pid, self.proc = pid or os.getpid(), proc
         self.cores = max(1, os.cpu_count() or 1)
         self._machine, self._own = _machine_ticks(proc), _own_ticks(proc, self.pid)
+        self.ticks = (0.0, 0.0, 0.0)
 
     def sample(self) -> tuple[float, float] | None:
         machine, own = _machine_ticks(self.proc), _own_ticks(self.proc, self.pid)
@@ -92,7 +96,15 @@ class CpuSampler:
         if total <= 0:
             return 0.0, 0.0
         core = total / self.cores  # one core's worth of ticks in this interval
-        return max(0.0, (busy - spent) / core), max(0.0, spent / core)
+        spent = max(0.0, spent)  # a child reaped outside the tree: its parent's jump is absent
+        others = max(0.0, busy - spent)
+        self.ticks = tuple(a + b for a, b in zip(self.ticks, (others, spent, core), strict=True))
+        return others / core, spent / core
+
+    def mean_since(self, mark: tuple[float, float, float]) -> tuple[float, float] | None:
+        """``(others, own)`` in cores over the samples taken since ``ticks`` was ``mark``."""
+        others, own, core = (a - b for a, b in zip(self.ticks, mark, strict=True))
+        return (others / core, own / core) if core > 0 else None
 
 
 def _parse(tool: str, text: str, index: int) -> float | None:
@@ -200,8 +212,7 @@ class LoadMonitor:
         self._gpu_before, self._gpu_source = read or (None, None)
         self._sampler = CpuSampler(proc=self.proc)
         time.sleep(self.before_s)
-        self._before = self._sampler.sample()
-        self._whole = CpuSampler(proc=self.proc)  # start to end: the exact means
+        self._before, self._mark = self._sampler.sample(), self._sampler.ticks
         self._t0 = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="rlamd-load", daemon=True)
         self._thread.start()
@@ -223,9 +234,11 @@ class LoadMonitor:
         self._stop.set()
         self._thread.join()
         seconds = time.monotonic() - self._t0
-        whole, last = self._whole.sample(), self._sampler.sample()
-        if last is not None and (seconds >= self.interval / 2 or not self._during):
+        if (last := self._sampler.sample()) is not None and (
+            seconds >= self.interval / 2 or not self._during
+        ):
             self._during.append(last)
+        whole = self._sampler.mean_since(self._mark)
         before, (during, own) = (self._before or [None])[0], whole or (None, None)
         peak, n = max((o for o, _ in self._during), default=None), len(self._during)
         gpu_during = statistics.fmean(self._gpu_during) if self._gpu_during else None
