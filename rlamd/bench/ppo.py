@@ -61,7 +61,8 @@ def _suite(suite: str, s: PPOSettings, device, iters, repeats, precisions, peers
         if s.family == "atari":  # the raw vector env, random actions: no learner can pass it
             raw, n = raw_env("breakout", s.num_envs), s.num_envs
             raw.reset(seed=0)
-            acts = [np.random.default_rng(0).integers(0, 4, n) for _ in range(256)]
+            rng = np.random.default_rng(0)  # one generator: 256 different action vectors
+            acts = [rng.integers(0, 4, n) for _ in range(256)]
             run, meta = c.timed(stepping(raw, acts, len(acts) * n)), {"num_envs": n}
             ceiling = c.Contender(f"ppo/raw_env_ceiling/{n}envs", UNIT, run, meta)
             built.append(("raw AtariVectorEnv (no learning)", ceiling, raw.close, None))
