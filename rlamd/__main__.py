@@ -6,7 +6,7 @@ import importlib
 import sys
 
 _COMMANDS = {
-    "train": ("rlamd.train", "train an agent (DQN or PPO) on an Atari game or a classic task"),
+    "train": ("rlamd.train", "train an agent on an Atari game, a classic task or your own env"),
     "evaluate": ("rlamd.evaluate", "real game scores of a trained run"),
     "doctor": ("rlamd.doctor.__main__", "why the GPU is not usable, and the fix"),
     "bench": ("rlamd.bench.__main__", "speed benchmarks, with installed peers side by side"),

@@ -164,6 +164,8 @@ class TinyAlgorithm:
 
     name = "tiny"
     config = TinyConfig
+    takes: ClassVar[frozenset[str]] = frozenset({"discrete"})
+    on_ray: ClassVar[bool] = False
     moved_keys: ClassVar[dict[str, str]] = {}
     fixed_on_resume: ClassVar[dict[str, str]] = {"tiny.hidden": "network"}
     presets: ClassVar[dict] = {
@@ -390,3 +392,25 @@ def test_unregistering_takes_the_section_away():
     assert "tiny" not in ALGORITHMS and "tiny" not in SECTION_TYPES
     with pytest.raises(AttributeError, match="RunConfig has no section 'tiny'"):
         _ = RunConfig().tiny
+
+
+def test_refusals_list_the_algorithms_that_take_what_the_env_has(tiny, monkeypatch):
+    """The accepted lists of the algorithms' refusals come from what each registered one
+    says it takes, so a plugin shows up in them and no algorithm names another."""
+    from rlamd.algos import which
+    from rlamd.config.errors import ConfigError
+    from rlamd.config.layers import resolve
+
+    assert which("discrete") == "dqn, ppo or tiny"
+    assert which("box") == "ppo, sac or td3"
+    assert which("box", "image") == "ppo"
+    assert which(on_ray=True) == "dqn or ppo"
+    monkeypatch.setattr(TINY, "takes", frozenset({"discrete", "box"}))
+    monkeypatch.setattr(TINY, "on_ray", True)
+    assert which("box") == "ppo, sac, td3 or tiny" and which(on_ray=True) == "dqn, ppo or tiny"
+    given = {"train": {"env": "Pendulum-v1", "algo": "dqn"}}
+    with pytest.raises(ConfigError, match=r"accepted: ppo, sac, td3 or tiny \(their policies"):
+        resolve(given)
+    given = {"train": {"env": "cartpole", "algo": "sac"}}
+    with pytest.raises(ConfigError, match=r"accepted: dqn, ppo or tiny for such envs"):
+        resolve(given)

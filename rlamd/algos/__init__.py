@@ -43,6 +43,7 @@ __all__ = [
     "load_plugins",
     "register",
     "unregister",
+    "which",
 ]
 
 ALGORITHMS: dict[str, Algorithm] = {}
@@ -117,6 +118,21 @@ def load_plugins(spec: str | None = None, *, installed: bool = True) -> None:
     if installed:
         for ep in entry_points(group=ENTRY_POINTS):
             _load(f"entry point {ep.name} = {ep.value} ({ENTRY_POINTS})", ep.load)
+
+
+def which(*takes: str, on_ray: bool = False) -> str:
+    """The registered algorithms whose policies take all of ``takes`` (and that train on
+    Ray, with ``on_ray``), as ``a, b or c``: a refusal's accepted list. A plugin that does
+    not say what it takes (``takes``, ``on_ray``) is left out."""
+    names = [
+        name
+        for name, algo in ALGORITHMS.items()
+        if set(takes) <= getattr(algo, "takes", frozenset())
+        and (getattr(algo, "on_ray", False) or not on_ray)
+    ]
+    if len(names) < 2:
+        return names[0] if names else "none registered"
+    return f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def get_algorithm(name: str) -> Algorithm:

@@ -130,6 +130,13 @@ class Algorithm(Protocol):
     fixed_on_resume: dict[str, str]
     """``section.key`` -> what it shapes (``network`` or ``replay``): settings a resumed
     run cannot change (``replay`` ones only where the checkpoint holds its replay)."""
+    takes: frozenset[str]
+    """What its policies take besides vector observations: ``"discrete"`` and ``"box"``
+    actions, ``"image"`` observations. A refusal lists the registered algorithms that take
+    what the env has (:func:`rlamd.algos.which`), so no algorithm names another."""
+    on_ray: bool
+    """It trains with ``--ray``: it has Ray halves and a driver registered with
+    :func:`rlamd.distributed.host.register_driver`."""
 
     def check(self, cfg: RunConfig) -> None:
         """Refuse settings this algorithm cannot run with (``ConfigError``, one line);

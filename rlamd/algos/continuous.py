@@ -30,12 +30,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ContinuousQAlgorithm", "capture_continuous", "continuous_checks"]
 
-RAY_ALGORITHMS = "dqn or ppo"
-"""What ``--ray`` trains, for the refusal's accepted list."""
-
 
 def _box_actions(cfg: Any) -> None:
     """The env's actions are a ``Box`` and its observations vectors (MLP critics)."""
+    from rlamd.algos import which
     from rlamd.envs import parse_env_id, probe_env
 
     name = cfg.train.algo
@@ -49,7 +47,7 @@ def _box_actions(cfg: Any) -> None:
             "train",
             "algo",
             name,
-            "dqn or ppo for such envs",
+            f"{which('discrete')} for such envs",
             why=f"{cfg.train.env} has {space}; {name} needs Box (continuous) actions",
         )
     if probe.image:
@@ -57,19 +55,21 @@ def _box_actions(cfg: Any) -> None:
             "train",
             "algo",
             name,
-            "ppo for image observations",
+            f"{which('box', 'image')} for image observations",
             why=f"{name} takes vector observations and {cfg.train.env} has images",
         )
 
 
 def _one_process(cfg: Any) -> None:
     """No Ray: SAC and TD3 train in one process."""
+    from rlamd.algos import which
+
     if cfg.ray.enabled:
         raise bad_setting(
             "ray",
             "enabled",
             True,
-            f"false for {cfg.train.algo} (--ray trains {RAY_ALGORITHMS})",
+            f"false for {cfg.train.algo} (--ray trains {which(on_ray=True)})",
             why=f"{cfg.train.algo} runs in one process; its Ray split is not written",
         )
 
@@ -155,6 +155,8 @@ class ContinuousQAlgorithm:
     """Per env family, what differs from the defaults."""
     moved_keys: ClassVar[dict[str, str]] = {}
     """Nothing moved: new sections."""
+    takes: ClassVar[frozenset[str]] = frozenset({"box"})
+    on_ray: ClassVar[bool] = False
 
     def __init__(self) -> None:
         name = self.name

@@ -98,11 +98,13 @@ def discrete_actions(cfg: Any) -> None:
     from rlamd.envs import probe_env
 
     space = probe_env(cfg.train.env, cfg.train.env_module).action_space
+    from rlamd.algos import which
+
     raise bad_setting(
         "train",
         "algo",
         cfg.train.algo,
-        "ppo, sac or td3 (their policies take Box actions)",
+        f"{which('box')} (their policies take Box actions)",
         why=f"{cfg.train.env} has continuous actions, {space}; DQN needs Discrete ones",
     )
 
@@ -171,6 +173,8 @@ class DQNAlgorithm:
 
     name = "dqn"
     config = DQNConfig
+    takes: ClassVar[frozenset[str]] = frozenset({"discrete", "image"})
+    on_ray: ClassVar[bool] = True
     moved_keys: ClassVar[dict[str, str]] = {
         f"ray.{key}": f"dqn.{key}"
         for key in ("chunk_steps", "ship_frames", "weights_every", "apex_epsilon", "apex_alpha")

@@ -170,6 +170,8 @@ class PPOAlgorithm:
 
     name = "ppo"
     config = PPOConfig
+    takes: ClassVar[frozenset[str]] = frozenset({"discrete", "box", "image"})
+    on_ray: ClassVar[bool] = True
     moved_keys: ClassVar[dict[str, str]] = {}
     fixed_on_resume: ClassVar[dict[str, str]] = {"ppo.hidden": "network"}
     presets: ClassVar[dict[str, dict[str, dict[str, Any]]]] = {
