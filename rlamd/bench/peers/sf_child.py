@@ -49,11 +49,17 @@ def _config(sf_env: str, argv: list[str]):
 
 def _export(cfg, runner, path: Path, out: Path) -> None:
     """Learner checkpoint ``path`` as ``out/policy_STEPS.pt`` (TorchScript logits)."""
+    import numpy as np
     import torch
     from sample_factory.model.actor_critic import create_actor_critic
 
     info = runner.env_info
-    ckpt = torch.load(path, map_location="cpu", weights_only=True)  # tensors and numbers
+    # Tensors and numbers; once an episode has ended, its best_performance is a numpy
+    # float, which weights_only refuses unless numpy's scalar and dtypes are allowed.
+    numbers = (np.float64, np.float32, np.int64, np.int32, np.bool_)
+    allowed = [np.core.multiarray.scalar, np.dtype, *{type(np.dtype(t)) for t in numbers}]
+    with torch.serialization.safe_globals(allowed):
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
     ac = create_actor_critic(cfg, info.obs_space, info.action_space)
     ac.load_state_dict(ckpt["model"])
     ac.eval()
