@@ -95,11 +95,10 @@ def discrete_actions(cfg: Any) -> None:
     """DQN: the env's actions are ``Discrete`` (Q-values rank a finite set of actions)."""
     if family(cfg) != "continuous":
         return
+    from rlamd.algos import which
     from rlamd.envs import probe_env
 
     space = probe_env(cfg.train.env, cfg.train.env_module).action_space
-    from rlamd.algos import which
-
     raise bad_setting(
         "train",
         "algo",

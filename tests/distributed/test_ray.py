@@ -304,3 +304,12 @@ def test_rollout_actors_take_their_threads_from_their_ray_cpus():
     finally:
         for a in actors:
             ray.kill(a)
+
+
+def test_the_algorithms_that_say_they_run_on_ray_are_those_with_a_driver():
+    """``on_ray`` (what refusals list for --ray, read without importing Ray) matches the Ray
+    drivers registered when the distributed layer loads."""
+    from rlamd.algos import ALGORITHMS
+    from rlamd.distributed.driver import DRIVERS
+
+    assert {name for name, algo in ALGORITHMS.items() if algo.on_ray} == set(DRIVERS)
