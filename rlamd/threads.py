@@ -35,7 +35,9 @@ import os
 import sys
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
+from pathlib import Path
 
+from rlamd.cpuload import PROC, CpuSampler
 from rlamd.envvars import flag, sanitize
 
 __all__ = [
@@ -254,20 +256,6 @@ def threads_for_load(budget: int, others_busy: float, cores: int) -> int:
     return max(1, min(budget, int(free + 0.5)))
 
 
-def _read_ticks() -> tuple[int, int, int] | None:
-    """(machine busy ticks, machine total ticks, this process's ticks) or None off Linux."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = [int(x) for x in f.readline().split()[1:]]
-        with open("/proc/self/stat", encoding="ascii") as f:
-            own = f.read().rsplit(")", 1)[1].split()
-    except (OSError, ValueError, IndexError):
-        return None
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-    total = sum(fields[:8])  # guest time is already counted in user
-    return total - idle, total, int(own[11]) + int(own[12])  # utime + stime
-
-
 class LoadWatch:
     """Follows other processes' CPU use and resizes torch's pool to what is left.
 
@@ -276,31 +264,25 @@ class LoadWatch:
     :func:`threads_for_load` changes. A no-op where ``/proc`` is missing.
     """
 
-    def __init__(self, plan: ThreadPlan, interval: float = 2.0) -> None:
+    def __init__(self, plan: ThreadPlan, interval: float = 2.0, proc: Path = PROC) -> None:
         import time
 
         self.plan, self.interval = plan, interval
         self._clock = time.monotonic
-        self._last = _read_ticks()
+        self._sampler = CpuSampler(proc=proc)  # this process and its workers are not "other"
         self._at = self._clock()
-        self.machine_cores = max(1, os.cpu_count() or 1)
         self.threads = plan.torch_threads
         self.others_busy = 0.0
 
     def update(self) -> int:
         """Re-sample if ``interval`` has passed; returns the torch threads in force."""
         now = self._clock()
-        if self._last is None or now - self._at < self.interval:
+        if now - self._at < self.interval:
             return self.threads
-        ticks = _read_ticks()
-        if ticks is None:
+        self._at, got = now, self._sampler.sample()
+        if got is None:
             return self.threads
-        busy, total, own = (a - b for a, b in zip(ticks, self._last, strict=True))
-        self._last, self._at = ticks, now
-        if total <= 0:
-            return self.threads
-        # /proc/stat sums every core's ticks; one core's worth is total / machine cores.
-        self.others_busy = max(0.0, (busy - own) / (total / self.machine_cores))
+        self.others_busy = got[0]
         want = threads_for_load(self.plan.torch_threads, self.others_busy, self.plan.cores)
         if want != self.threads:
             import torch

@@ -11,7 +11,6 @@ import torch
 
 from rlamd.threads import (
     OPENMP_ENV,
-    LoadWatch,
     ThreadPlan,
     apply_threads,
     cores_available,
@@ -131,22 +130,3 @@ def test_describe_is_one_line_with_the_split():
 )
 def test_threads_follow_other_processes_load(budget, others, cores, want):
     assert threads_for_load(budget, others, cores) == want
-
-
-def test_load_watch_resizes_torch_only_when_the_answer_changes(monkeypatch):
-    import rlamd.threads as threads
-
-    ticks = iter([(0, 0, 0), (100, 200, 0), (100 + 100, 400, 100)])
-    monkeypatch.setattr(threads, "_read_ticks", lambda: next(ticks))
-    monkeypatch.setattr(threads.os, "cpu_count", lambda: 2)
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        watch = LoadWatch(ThreadPlan(2, "test", 2, 2, 2, "PASSIVE"), interval=0.0)
-        # 100 busy ticks of 200 on 2 cores, none ours: a neighbour holds one core.
-        assert watch.update() == 1 and torch.get_num_threads() == 1
-        assert watch.others_busy == pytest.approx(1.0)
-        # then all the busy time is ours: the whole budget again.
-        assert watch.update() == 2 and torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
