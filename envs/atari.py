@@ -10,10 +10,11 @@ Observations are ``uint8`` arrays ``(num_envs, 4, 84, 84)`` from either backend.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, replace
 
 import gymnasium as gym
+
+from rlamd.threads import cores_available
 
 from .registry import parse_env_id
 from .vector import VecEnv
@@ -48,7 +49,7 @@ class AtariConfig:
     backend: str = "auto"
     """``ale`` (C++ vector env), ``gymnasium`` (Python wrappers) or ``auto``."""
     num_threads: int = 0
-    """Emulator threads for the C++ backend; 0 = min(num_envs, cores in the affinity mask)."""
+    """Emulator threads for the C++ backend; 0: :func:`env_threads`' default."""
 
     def __post_init__(self) -> None:
         if self.backend not in _BACKENDS:
@@ -71,10 +72,16 @@ class AtariConfig:
         return replace(self, episodic_life=False, clip_rewards=False)
 
 
+def env_threads(num_envs: int, threads: int = 0) -> int:
+    """``threads``, or for 0 one per env up to the cores this process may run on (its
+    affinity mask; ale-py's own 0 would count every core of the machine)."""
+    return threads or min(num_envs, cores_available())
+
+
 def _ale_vector(game: str, num_envs: int, sticky: float, cfg: AtariConfig) -> gym.vector.VectorEnv:
     from ale_py.vector_env import AtariVectorEnv
 
-    threads = cfg.num_threads or min(num_envs, _cores())
+    threads = env_threads(num_envs, cfg.num_threads)
     return AtariVectorEnv(
         game,
         num_envs,
@@ -95,14 +102,6 @@ def _ale_vector(game: str, num_envs: int, sticky: float, cfg: AtariConfig) -> gy
         reward_clipping=False,
         use_fire_reset=cfg.fire_reset,
     )
-
-
-def _cores() -> int:
-    """Cores this process may run on (its affinity mask; ale-py itself would count all)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 class _FireOnReset(gym.Wrapper):

@@ -35,10 +35,9 @@ __all__ = ["VARIABLES", "EnvVar", "check_environment", "flag", "sanitize"]
 
 
 def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+    from rlamd.threads import cores_available  # threads imports this module
+
+    return cores_available()
 
 
 def _one_of(*names: str) -> Callable[[str], bool]:

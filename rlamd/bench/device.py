@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rlamd.envs import AtariConfig, make_env
+from rlamd.envs.atari import env_threads
 
 from .common import Contender, Figure, interleave, measure, ratio, repeat, report, timed
 
@@ -41,12 +42,13 @@ def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, re
 
 
 def raw_env(game: str, n: int):
-    """ale-py's vector env with rlamd's Atari preprocessing, no reward clipping or life loss."""
+    """ale-py's vector env with rlamd's Atari preprocessing and emulator threads, no reward
+    clipping or life loss."""
     from ale_py.vector_env import AtariVectorEnv
 
     cfg = AtariConfig()
     opts = {"noop_max": cfg.noop_max, "frameskip": cfg.frame_skip, "stack_num": cfg.frame_stack}
-    opts |= {"num_threads": 0, "autoreset_mode": "SameStep"}
+    opts |= {"num_threads": env_threads(n), "autoreset_mode": "SameStep"}
     return AtariVectorEnv(game, n, reward_clipping=False, episodic_life=False, **opts)
 
 
@@ -62,9 +64,7 @@ def stepping(env, actions: list, work: int):
 def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") -> list[Figure]:
     figures, rows = [], []
     for n in (8, 16):
-        # Same thread count for both: ALE's default of 0 lets the C++ env pick.
-        envs = {"raw_ale": raw_env(game, n)}
-        envs["rlamd"] = make_env(game, n, atari=AtariConfig(num_threads=0))
+        envs = {"raw_ale": raw_env(game, n), "rlamd": make_env(game, n)}  # the same threads
         rng, contenders = np.random.default_rng(0), []
         actions = [rng.integers(0, 4, n) for _ in range(steps)]
         for who, env in envs.items():
