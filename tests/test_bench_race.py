@@ -13,10 +13,12 @@ from rlamd.bench import race
 from rlamd.bench.race_report import EvalPoint
 
 # A contender that writes one evaluation per PAUSE seconds, then (with "wait") idles until
-# SIGINT; it records whether it was stopped.
+# SIGINT; it records whether it was stopped. A fifth argument: a warning it writes first.
 FAKE = """
 import pathlib, signal, sys, time
 out, scores, pause = pathlib.Path(sys.argv[1]), sys.argv[2].split(","), float(sys.argv[3])
+if len(sys.argv) > 5:
+    print(f"warning: {sys.argv[5]}", file=sys.stderr, flush=True)
 stopped = []
 signal.signal(signal.SIGINT, lambda *_: stopped.append(1))
 out.mkdir(parents=True, exist_ok=True)
@@ -137,6 +139,7 @@ def test_results_json_table_and_chart(monkeypatch, tmp_path, capsys):
 
     def fake_command(who, proto, algo, seed, folder):
         cmd = [sys.executable, str(script), str(folder), curves[who], "0.2", "wait"]
+        cmd += ["export of checkpoint_2 failed"] if who == "sb3" else []
         return cmd, folder / "evals.csv", {"source": f"fake {who}"}
 
     def skip(who, proto, algo):
@@ -170,6 +173,9 @@ def test_results_json_table_and_chart(monkeypatch, tmp_path, capsys):
         {"contender": who, "algo": "dqn", "reason": f"{who} not installed (test)"}
         for who in ("rllib", "samplefactory")
     ]
+    said = [n for n in doc["notes"] if "warnings in" in n]  # only the peer that wrote one
+    assert len(said) == 1 and said[0].startswith("dqn sb3 seed 1: 1 warnings in ")
+    assert said[0].endswith("; warning: export of checkpoint_2 failed")
     assert doc["summary"][0] == {
         "algo": "dqn", "contender": "rlamd", "runs": 1, "reached": 1,
         "median_seconds": mine["seconds_to_target"], "median_steps": 2000,
@@ -250,3 +256,25 @@ def test_the_table_needs_no_rlamd_row(capsys):
     print_race([mine, peer], "head")  # rlamd did not reach it: no comparison either
     text = capsys.readouterr().out
     assert "not reached" in text and "faster" not in text and "slower" not in text
+
+
+def test_sample_factory_warnings_reach_the_race_log(monkeypatch, tmp_path, capsys):
+    """Its child's failed exports (JSON lines) become 'warning:' lines in the race's log,
+    which the race counts into its notes; progress lines are not warnings."""
+    import threading
+    from argparse import Namespace
+
+    from rlamd.bench.child import Child
+    from rlamd.bench.peers import samplefactory as sf
+
+    says = '{"steps": 512}', '{"warning": "export of checkpoint_1.pth failed: boom"}'
+    script = "".join(f"print({s!r}, flush=True)\n" for s in says) + "import time; time.sleep(1)"
+
+    def start(rec, args, folder):
+        return Child([sys.executable, "-c", script])
+
+    monkeypatch.setattr(sf, "_start", start)
+    args = Namespace(env="cartpole", algo="ppo", dir=str(tmp_path), seed=1)
+    sf.PEER.race_train(args, threading.Event(), evals=None)
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["warning: Sample Factory export of checkpoint_1.pth failed: boom"]

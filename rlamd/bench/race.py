@@ -146,14 +146,14 @@ def run_race(proto: RaceProtocol, out: Path, contenders: tuple[str, ...], notes:
     runs, skipped = [], []
     for seed, algo, who in product(proto.seeds, proto.algos, contenders):
         if (reason := _skip_reason(who, proto, algo)) is None:
-            runs.append(_one_run(who, proto, algo, seed, out))
+            runs.append(_one_run(who, proto, algo, seed, out, notes))
         elif not any(s["contender"] == who and s["algo"] == algo for s in skipped):
             skipped.append({"contender": who, "algo": algo, "reason": reason})
             notes.append(f"{who} {algo} skipped: {reason}")
     return runs, skipped
 
 
-def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> RaceRun:
+def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list):
     folder = out / "runs" / f"{algo}_{who}_s{seed}"
     cmd, evals, settings = command(who, proto, algo, seed, folder)
     shutil.rmtree(folder, ignore_errors=True)  # a new run: rlamd refuses a checkpointed folder
@@ -163,10 +163,11 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path) -> 
     gpu = int(proto.device.partition(":")[2] or 0) if proto.device.startswith("cuda") else None
     with LoadMonitor(gpu=gpu) as mon:
         stopped, wall, curve, code = race_one(cmd, evals, log, proto.target, proto.minutes * 60)
-    error = None
+    error, lines = None, log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
     if stopped == "failed":
-        lines = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
+    if warned := [w for w in lines if w.startswith("warning: ")]:  # a peer's child said so
+        notes.append(f"{algo} {who} seed {seed}: {len(warned)} warnings in {log}; {warned[-1]}")
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
     got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
     run = RaceRun(algo, who, seed, proto.target, *got)

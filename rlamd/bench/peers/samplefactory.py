@@ -10,6 +10,7 @@ race plays on rlamd's env. For throughput it is SIGSTOPped between timed windows
 from __future__ import annotations
 
 import signal
+import sys
 import tempfile
 import time
 from argparse import Namespace
@@ -59,7 +60,7 @@ class SampleFactory(BasePeer):
         child = _start(rec, Namespace(**opts, eval_every=0), folder, group=True)
         steps, deadline = 0, time.monotonic() + 300
         while steps < 2 * settings.per_rollout:  # warm-up: started, past the first updates
-            steps = max([steps, *(got["steps"] for _, got in child.drain())])
+            steps = max([steps, *(got.get("steps", 0) for _, got in child.drain())])
             if child.proc.poll() is not None or time.monotonic() > deadline:
                 child.close()
                 raise PeerUnavailable(f"Sample Factory did not start (log: {child.log_path})")
@@ -71,12 +72,12 @@ class SampleFactory(BasePeer):
             """Env steps/s between its first and last progress line in a window (its learner
             reports once per batch); a starved machine gets up to 5 more windows to report."""
             stale = child.drain()  # read after the last window stopped it: not this window's
-            s0 = max([last[0], *(line["steps"] for _, line in stale)])
+            s0 = max([last[0], *(line.get("steps", 0) for _, line in stale)])
             child.signal(signal.SIGCONT)
             t0, got = time.monotonic(), []
             while len(got) < 2 and time.monotonic() < t0 + 6 * window:
                 time.sleep(window if not got else 1.0)
-                got += [(t, line["steps"]) for t, line in child.drain()]
+                got += [(t, line["steps"]) for t, line in child.drain() if "steps" in line]
             child.signal(signal.SIGSTOP)
             last[0] = got[-1][1] if got else s0
             if len(got) >= 2 and got[-1][0] > got[0][0]:
@@ -95,6 +96,9 @@ class SampleFactory(BasePeer):
         gen = torch.Generator().manual_seed(args.seed)
         try:
             while not stop.is_set() and child.proc.poll() is None:
+                for _, line in child.drain():  # the race counts them (its notes)
+                    if "warning" in line:
+                        print(f"warning: Sample Factory {line['warning']}", file=sys.stderr)
                 ready = sorted(folder.glob("policy_*.pt"))
                 if not ready:
                     time.sleep(0.2)

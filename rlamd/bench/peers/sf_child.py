@@ -18,6 +18,12 @@ import time
 from pathlib import Path
 
 
+def _say(doc: dict) -> None:
+    """One JSON line to the bench, whole (two threads write them)."""
+    sys.stdout.write(json.dumps(doc) + "\n")
+    sys.stdout.flush()
+
+
 def _make_env(name, cfg=None, env_config=None, render_mode=None):
     """Its own Atari env (``atari_GAME``), after registering ale-py's ids (each spawned worker
     needs them), else as its gym example makes one (module level: workers pickle it)."""
@@ -94,7 +100,7 @@ def _exporting(cfg, runner, out: Path) -> None:
                 try:
                     _export(cfg, runner, path, out)
                 except Exception as exc:  # a checkpoint rotated away while read
-                    print(f"rlamd: export of {path.name} failed: {exc}", file=sys.stderr)
+                    _say({"warning": f"export of {path.name} failed: {exc}"})
         time.sleep(0.2)
 
 
@@ -118,7 +124,7 @@ def main() -> int:
     class Progress(AlgoObserver):
         def on_training_step(self, runner, training_iteration_since_resume: int) -> None:
             steps = int(runner.env_steps.get(0, 0))
-            print(json.dumps({"steps": steps}), flush=True)
+            _say({"steps": steps})
             if every and steps >= due[0]:
                 runner._save_policy()  # the learner writes a checkpoint; the exporter follows
                 due[0] = (steps // every + 1) * every
