@@ -2,7 +2,8 @@
 
 Race contenders, contention conditions and peers under their own interpreter run as
 children, so their library state (OpenMP wait policy, torch threads, versions) is their
-own. :func:`stop` never leaves one running: SIGINT first (rlamd checkpoints), then SIGKILL.
+own. :func:`rlamd.children.stop` never leaves one running: SIGINT first (rlamd checkpoints),
+then SIGKILL.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import subprocess
 import tempfile
 import threading
@@ -19,7 +19,9 @@ from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Child", "stop", "thread_env"]
+from rlamd.children import send, stop
+
+__all__ = ["Child", "thread_env"]
 
 
 def thread_env(threads: int | str | None, env: dict[str, str] | None = None) -> dict[str, str]:
@@ -28,21 +30,6 @@ def thread_env(threads: int | str | None, env: dict[str, str] | None = None) -> 
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     return env
-
-
-def send(proc: subprocess.Popen, sig: int, group: bool = False) -> None:
-    """``sig`` to ``proc`` (its process group with ``group``), unless it is gone."""
-    with suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
-
-
-def stop(proc: subprocess.Popen, grace: float, group: bool = False) -> None:
-    """SIGINT to ``proc`` (its process group with ``group``), SIGKILL after ``grace`` s."""
-    for sig, wait in ((signal.SIGCONT, 0.0), (signal.SIGINT, grace), (signal.SIGKILL, None)):
-        send(proc, sig, group)
-        with suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=wait)
-            return
 
 
 class Child:

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import torch
 
+from rlamd.children import stop
 from rlamd.config.layers import resolve
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.envs import parse_env_id
 from rlamd.logger import csv_rows
 from rlamd.threads import cores_available
 
-from .child import stop, thread_env
+from .child import thread_env
 from .common import machine_info
 from .load import LoadMonitor
 from .peer import get, nearest, peer_arguments, peers, use_peer_python

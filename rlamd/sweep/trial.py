@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from rlamd.children import stop
 from rlamd.logger import csv_rows
 from rlamd.storage import write_text_atomic
 
@@ -264,14 +266,7 @@ def _start(job: dict[str, Any], args: list[str], log: Path) -> subprocess.Popen:
 
 def _stop(proc: subprocess.Popen) -> None:
     """SIGTERM (the run checkpoints and exits), then SIGKILL after :data:`STOP_WAIT_S`."""
-    if proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(STOP_WAIT_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stop(proc, STOP_WAIT_S, sig=signal.SIGTERM)
 
 
 def save_record(run_dir: Path, record: dict[str, Any]) -> None:
