@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import gymnasium as gym
 
-from rlamd.threads import cores_available
+from rlamd.cpuload import cores_available
 
 from .registry import parse_env_id
 from .vector import VecEnv

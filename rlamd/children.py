@@ -18,10 +18,23 @@ def send(proc: subprocess.Popen, sig: int, group: bool = False) -> None:
         os.killpg(proc.pid, sig) if group else proc.send_signal(sig)
 
 
-def stop(proc: subprocess.Popen, grace: float, group: bool = False, sig: int = signal.SIGINT):
-    """``sig`` to ``proc`` (resumed first, if it was stopped), SIGKILL after ``grace`` s;
-    returns once it has exited. ``group``: to its whole process group."""
-    for s, wait in ((signal.SIGCONT, 0.0), (sig, grace), (signal.SIGKILL, None)):
+def _leads_group(proc: subprocess.Popen) -> bool:
+    try:
+        return os.getpgid(proc.pid) == proc.pid
+    except OSError:  # gone
+        return False
+
+
+def stop(
+    proc: subprocess.Popen, grace: float, group: bool = False, sig: int = signal.SIGINT
+) -> None:
+    """``sig`` to ``proc``, SIGKILL after ``grace`` s; returns once ``proc`` has exited.
+    ``group``: both to its whole process group. A paused child is resumed first, with its
+    group when it leads one (its workers must run for it to close them)."""
+    if proc.poll() is not None:
+        return
+    send(proc, signal.SIGCONT, group or _leads_group(proc))
+    for s, wait in ((sig, grace), (signal.SIGKILL, None)):
         send(proc, s, group)
         with suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=wait)

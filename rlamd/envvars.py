@@ -30,14 +30,9 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
 from rlamd.config.errors import bad_setting
+from rlamd.cpuload import cores_available
 
 __all__ = ["VARIABLES", "EnvVar", "check_environment", "flag", "sanitize"]
-
-
-def _cores() -> int:
-    from rlamd.threads import cores_available  # threads imports this module
-
-    return cores_available()
 
 
 def _one_of(*names: str) -> Callable[[str], bool]:
@@ -121,7 +116,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         lambda v: v.strip().isdigit() and int(v) >= 1,
         "numba",
         early=True,
-        nearest=lambda v: str(_cores()),
+        nearest=lambda v: str(cores_available()),
     ),
     EnvVar(
         "OMP_NUM_THREADS",
@@ -129,7 +124,7 @@ VARIABLES: tuple[EnvVar, ...] = (
         _thread_counts,
         "the OpenMP runtime torch loads",
         early=True,
-        nearest=lambda v: str(_cores()),
+        nearest=lambda v: str(cores_available()),
     ),
     EnvVar(
         "OMP_WAIT_POLICY",

@@ -37,7 +37,7 @@ from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from rlamd.cpuload import PROC, CpuSampler
+from rlamd.cpuload import PROC, CpuSampler, cores_available
 from rlamd.envvars import flag, sanitize
 
 __all__ = [
@@ -79,17 +79,6 @@ class ThreadPlan:
     """numba's thread pool size (rlamd's kernels are serial; this only caps the pool)."""
     wait_policy: str
     """How idle OpenMP threads wait: a brief spin, then sleep (:data:`OPENMP_ENV`)."""
-
-
-def cores_available() -> int:
-    """Cores this process may run on: its affinity mask (taskset, cgroup cpusets), >= 1.
-
-    ``os.cpu_count()`` is the fallback only where the mask is unknown (not Linux).
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def ray_cpus(resources: Mapping[str, float]) -> int:

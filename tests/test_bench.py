@@ -328,3 +328,19 @@ def test_the_rollout_table_compares_encodings_without_ray(capsys):
     assert "ratio_to_stacks" not in by["rollout/stacks/ray/2actors"]
     row = "2 Ray actor(s) x 4 envs: env steps/s"
     assert re.search(rf"{re.escape(row)}\s+100\s+50\s+60\s+1.20", capsys.readouterr().out)
+
+
+def test_the_raw_env_ceiling_gets_rlamds_emulator_threads(monkeypatch):
+    """ale-py's own 0 would count every core of the machine; both envs use env_threads."""
+    import ale_py.vector_env
+
+    from rlamd.bench.device import raw_env
+    from rlamd.cpuload import cores_available
+    from rlamd.envs.atari import env_threads
+
+    assert env_threads(8) == min(8, cores_available()) and env_threads(1) == 1
+    assert env_threads(8, 3) == 3
+    seen = {}
+    monkeypatch.setattr(ale_py.vector_env, "AtariVectorEnv", lambda *a, **kw: seen.update(kw))
+    raw_env("breakout", 16)
+    assert seen["num_threads"] == env_threads(16) >= 1

@@ -1,5 +1,5 @@
-"""The bench's load sampling: whose CPU time counts as "other", the busy rule, GPU readers,
-and a real bench run beside a busy process (no timings asserted)."""
+"""The bench's load reports: the busy rule, GPU readers, and a real bench run beside a busy
+process (no timings asserted). Whose CPU time counts as "other": tests/test_cpuload.py."""
 
 from __future__ import annotations
 

@@ -174,8 +174,8 @@ def test_results_json_table_and_chart(monkeypatch, tmp_path, capsys):
         for who in ("rllib", "samplefactory")
     ]
     said = [n for n in doc["notes"] if "warnings in" in n]  # only the peer that wrote one
-    assert len(said) == 1 and said[0].startswith("dqn sb3 seed 1: 1 warnings in ")
-    assert said[0].endswith("; warning: export of checkpoint_2 failed")
+    assert len(said) == 1 and said[0].startswith("dqn sb3 seed 1: warnings in ")
+    assert said[0].endswith(": 1, the last: warning: export of checkpoint_2 failed")
     assert doc["summary"][0] == {
         "algo": "dqn", "contender": "rlamd", "runs": 1, "reached": 1,
         "median_seconds": mine["seconds_to_target"], "median_steps": 2000,

@@ -46,6 +46,33 @@ def test_a_child_ignoring_it_is_killed_after_the_grace():
 def test_a_paused_child_is_resumed_to_handle_it():
     proc = _start(signal.SIGINT, "handle")
     proc.send_signal(signal.SIGSTOP)
-    stop(proc, grace=30.0)
+    stop(proc, grace=5.0)
     assert proc.returncode == 0 and proc.stdout.read().strip() == "handled"
     stop(proc, grace=1.0)  # a child already gone: nothing to do, no error
+
+
+# A process-group leader whose SIGINT handler ends its worker and waits for it: it can exit
+# cleanly only if the worker runs again.
+LEADER = """
+import signal, subprocess, sys, time
+worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+def handle(*_):
+    worker.terminate()
+    worker.wait()
+    sys.exit(0)
+signal.signal(signal.SIGINT, handle)
+print("ready", flush=True)
+while True:
+    time.sleep(0.01)
+"""
+
+
+def test_a_paused_group_is_resumed_so_the_leader_can_close_its_workers():
+    import os
+
+    cmd = [sys.executable, "-c", LEADER]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout.readline().strip() == "ready"
+    os.killpg(proc.pid, signal.SIGSTOP)  # as `kill -STOP -PGID` pauses a trial
+    stop(proc, grace=5.0)  # the signal to the leader only; the resume to the group
+    assert proc.returncode == 0

@@ -3,6 +3,7 @@ does not, reaped or gone), and torch's pool following it (:class:`rlamd.threads.
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -14,13 +15,16 @@ from rlamd.threads import LoadWatch, ThreadPlan
 
 
 class FakeProc:
-    """A /proc with a machine line and per-process stat files that tests change."""
+    """A /proc with a machine line and per-process stat files that tests change; with
+    ``children``, the kernel's ``task/PID/children`` lists too. ``per_core``: (busy, idle)
+    ticks of each core's ``cpuN`` line, when set."""
 
-    def __init__(self, root: Path, cores: int = 2) -> None:
-        self.root, self.cores = root, cores
+    def __init__(self, root: Path, cores: int = 2, children: bool = False) -> None:
+        self.root, self.cores, self.children = root, cores, children
         root.mkdir(exist_ok=True)
         self.busy = self.idle = 0
         self.running = 1
+        self.per_core: list[tuple[int, int]] = []
         self.procs: dict[int, tuple[int, int, int]] = {}  # pid -> (ppid, own, children)
         self.write()
 
@@ -29,12 +33,19 @@ class FakeProc:
         (self.root / "stat").write_text(
             f"cpu  {self.busy} 0 0 {self.idle} 0 0 0 0 0 0\nprocs_running {self.running}\n"
         )
+        if self.per_core:
+            with open(self.root / "stat", "a") as f:
+                for n, (busy, idle) in enumerate(self.per_core):
+                    f.write(f"cpu{n} {busy} 0 0 {idle} 0 0 0 0 0 0\n")
         for d in self.root.iterdir():
             if d.is_dir() and int(d.name) not in self.procs:
-                (d / "stat").unlink()
-                d.rmdir()
+                shutil.rmtree(d)
         for pid, (ppid, own, kids) in self.procs.items():
             (self.root / str(pid)).mkdir(exist_ok=True)
+            if self.children:
+                (self.root / str(pid) / "task" / str(pid)).mkdir(parents=True, exist_ok=True)
+                mine = " ".join(str(c) for c, (pp, _, _) in self.procs.items() if pp == pid)
+                (self.root / str(pid) / "task" / str(pid) / "children").write_text(mine)
             # pid (comm) state ppid ... field 14/15 utime stime, 16/17 cutime cstime
             fields = ["S", str(ppid), *["0"] * 9, str(own), "0", str(kids), "0", "0"]
             (self.root / str(pid) / "stat").write_text(f"{pid} (a (b) c) {' '.join(fields)}\n")
@@ -53,11 +64,13 @@ class FakeProc:
 
 def _sampler(fake: FakeProc, monkeypatch) -> CpuSampler:
     monkeypatch.setattr(cpuload.os, "cpu_count", lambda: fake.cores)
+    monkeypatch.setattr(cpuload, "_mask", lambda: None)
     return CpuSampler(pid=100, proc=fake.root)
 
 
-def test_own_tree_is_not_other_load(tmp_path, monkeypatch):
-    fake = FakeProc(tmp_path / "proc")
+@pytest.mark.parametrize("children", [False, True], ids=["scan", "children-lists"])
+def test_own_tree_is_not_other_load(tmp_path, monkeypatch, children):
+    fake = FakeProc(tmp_path / "proc", children=children)
     fake.advance(0, 0, p100=(1, 0, 0), p101=(100, 0, 0), p200=(1, 0, 0))
     s = _sampler(fake, monkeypatch)
     # 400 ticks over 2 cores = 200 per core; 300 busy, of which our tree used 20 + 80.
@@ -69,8 +82,9 @@ def test_own_tree_is_not_other_load(tmp_path, monkeypatch):
     assert cpuload.runnable(fake.root) == 4  # the reader itself is not counted
 
 
-def test_a_reaped_child_is_counted_once_and_a_new_one_whole(tmp_path, monkeypatch):
-    fake = FakeProc(tmp_path / "proc")
+@pytest.mark.parametrize("children", [False, True], ids=["scan", "children-lists"])
+def test_a_reaped_child_is_counted_once_and_a_new_one_whole(tmp_path, monkeypatch, children):
+    fake = FakeProc(tmp_path / "proc", children=children)
     fake.advance(0, 0, p100=(1, 0, 0), p101=(100, 50, 0))
     s = _sampler(fake, monkeypatch)
     # 101 ran 30 more ticks (80 in all) and was reaped by 100 (its children's time +80);
@@ -81,11 +95,12 @@ def test_a_reaped_child_is_counted_once_and_a_new_one_whole(tmp_path, monkeypatc
     assert others * 200 == pytest.approx(200 - 80)
 
 
-def test_a_worker_gone_unreaped_keeps_the_time_it_was_seen_using(tmp_path, monkeypatch):
+@pytest.mark.parametrize("children", [False, True], ids=["scan", "children-lists"])
+def test_a_worker_gone_unreaped_keeps_the_time_it_was_seen_using(tmp_path, monkeypatch, children):
     """Regression: a peer's worker pool killed with its parent is reaped by init, so its time
     never reaches our tree's child times; the whole-run figure once came from the tree's
     start-to-end ticks alone and called the workers' 1.2 cores "others" (a Pong race)."""
-    fake = FakeProc(tmp_path / "proc")
+    fake = FakeProc(tmp_path / "proc", children=children)
     fake.advance(0, 0, p100=(1, 0, 0))
     s = _sampler(fake, monkeypatch)
     mark = s.ticks
@@ -99,6 +114,24 @@ def test_a_worker_gone_unreaped_keeps_the_time_it_was_seen_using(tmp_path, monke
     assert own * 400 == pytest.approx(160)  # two 200-tick intervals of one core each
     assert others * 400 == pytest.approx(300 - 160)
     assert s.mean_since(s.ticks) is None  # no sample since: no figure
+
+
+def test_only_the_cores_this_process_may_run_on_count(tmp_path, monkeypatch):
+    """Under a cpuset of core 0, a neighbour spinning on core 1 takes nothing from us."""
+    fake = FakeProc(tmp_path / "proc", children=True)
+    fake.per_core = [(0, 0), (0, 0)]
+    fake.advance(0, 0, p100=(1, 0, 0), p200=(1, 0, 0))
+    monkeypatch.setattr(cpuload, "_mask", lambda: {0})
+    s = CpuSampler(pid=100, proc=fake.root)
+    assert s.cores == 1
+    # Core 0: 100 busy (40 of them ours) of 200; core 1: 200 busy, all process 200's.
+    fake.per_core = [(100, 100), (200, 0)]
+    fake.advance(300, 100, p100=(1, 40, 0), p200=(1, 200, 0))
+    others, own = s.sample()
+    assert others == pytest.approx(0.3) and own == pytest.approx(0.2)
+    monkeypatch.setattr(cpuload, "_mask", lambda: None)  # no mask known: every core's line
+    fake.per_core = [(100, 100), (200, 0)]
+    assert CpuSampler(pid=100, proc=fake.root).cores == 2
 
 
 def test_load_watch_follows_others_not_its_own_workers(tmp_path, monkeypatch):

@@ -154,7 +154,9 @@ def run_race(proto: RaceProtocol, out: Path, contenders: tuple[str, ...], notes:
     return runs, skipped
 
 
-def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list):
+def _one_run(
+    who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list
+) -> RaceRun:
     folder = out / "runs" / f"{algo}_{who}_s{seed}"
     cmd, evals, settings = command(who, proto, algo, seed, folder)
     shutil.rmtree(folder, ignore_errors=True)  # a new run: rlamd refuses a checkpointed folder
@@ -168,7 +170,9 @@ def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, not
     if stopped == "failed":
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     if warned := [w for w in lines if w.startswith("warning: ")]:  # a peer's child said so
-        notes.append(f"{algo} {who} seed {seed}: {len(warned)} warnings in {log}; {warned[-1]}")
+        notes.append(
+            f"{algo} {who} seed {seed}: warnings in {log}: {len(warned)}, the last: {warned[-1]}"
+        )
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
     got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
     run = RaceRun(algo, who, seed, proto.target, *got)

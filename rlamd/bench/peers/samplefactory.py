@@ -96,9 +96,7 @@ class SampleFactory(BasePeer):
         gen = torch.Generator().manual_seed(args.seed)
         try:
             while not stop.is_set() and child.proc.poll() is None:
-                for _, line in child.drain():  # the race counts them (its notes)
-                    if "warning" in line:
-                        print(f"warning: Sample Factory {line['warning']}", file=sys.stderr)
+                _warn(child)
                 ready = sorted(folder.glob("policy_*.pt"))
                 if not ready:
                     time.sleep(0.2)
@@ -116,6 +114,14 @@ class SampleFactory(BasePeer):
                 evals.maybe(int(ready[-1].stem.split("_")[1]), act)
         finally:
             child.close()
+            _warn(child)  # what came after the last pass
+
+
+def _warn(child: Child) -> None:
+    """Its child's warnings (failed exports) as ``warning:`` lines: the race counts them."""
+    for _, line in child.drain():
+        if "warning" in line:
+            print(f"warning: Sample Factory {line['warning']}", file=sys.stderr)
 
 
 PEER = SampleFactory()

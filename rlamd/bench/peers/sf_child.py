@@ -17,11 +17,14 @@ import threading
 import time
 from pathlib import Path
 
+_SAYING = threading.Lock()
+
 
 def _say(doc: dict) -> None:
     """One JSON line to the bench, whole (two threads write them)."""
-    sys.stdout.write(json.dumps(doc) + "\n")
-    sys.stdout.flush()
+    with _SAYING:
+        sys.stdout.write(json.dumps(doc) + "\n")
+        sys.stdout.flush()
 
 
 def _make_env(name, cfg=None, env_config=None, render_mode=None):
