@@ -375,7 +375,9 @@ def main() -> int:
     p.add_argument("--report", type=Path, help="print the table of an earlier OUT and exit")
     p.add_argument("--sb3-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    continuous = args.algo != "dqn"
+    if args.report is not None and not args.report.is_dir():
+        p.error(f"--report {args.report}: no such folder; give the --out of an earlier run")
+    continuous = args.algo != "dqn" or (args.report and any(args.report.glob("seed*/")))
     args.env = args.env or ("Pendulum-v1" if continuous else "breakout")
     args.steps = args.steps or (20_000 if continuous else 500_000)
     args.out = args.out or Path(f"bench-out/{args.algo}_vs_sb3")
