@@ -16,22 +16,19 @@ __all__ = ["PROC", "CpuSampler", "cores_available", "runnable"]
 PROC = Path("/proc")
 
 
-def cores_available() -> int:
-    """Cores this process may run on: its affinity mask (taskset, cgroup cpusets), >= 1.
-
-    ``os.cpu_count()`` is the fallback only where the mask is unknown (not Linux).
-    """
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 def _mask() -> set[int] | None:
+    """The cores in this process's affinity mask; None where it is unknown (not Linux)."""
     try:
         return set(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return None
+
+
+def cores_available() -> int:
+    """Cores this process may run on: its affinity mask (taskset, cgroup cpusets), >= 1;
+    ``os.cpu_count()`` only where the mask is unknown."""
+    mask = _mask()
+    return max(1, len(mask) if mask else os.cpu_count() or 1)
 
 
 def _stat_of(proc: Path, pid: int) -> tuple[int, int] | None:
@@ -103,13 +100,11 @@ def _machine_ticks(proc: Path, cpus: set[int] | None) -> tuple[int, int, int] | 
         return None
     per = {int(r[0][3:]): r for r in rows if r[0][3:].isdigit()}
     mine = [per[c] for c in sorted(cpus or ()) if c in per]
+    cores = len(mine)
     if not mine:  # no per-core lines (or none of ours): the machine's line over every core
-        mine = [r for r in rows if r[0] == "cpu"]
-        cores = len(per) or max(1, os.cpu_count() or 1)
-    else:
-        cores = len(mine)
-    if not mine:
-        return None
+        mine, cores = [r for r in rows if r[0] == "cpu"], len(per) or os.cpu_count() or 1
+        if not mine:
+            return None
     busy = total = 0
     for r in mine:
         f = [int(x) for x in r[1:9]]
@@ -120,23 +115,23 @@ def _machine_ticks(proc: Path, cpus: set[int] | None) -> tuple[int, int, int] | 
 class CpuSampler:
     """:meth:`sample`: ``(others, own)`` cores' worth of CPU since the last sample (None off
     Linux), on the cores this process may run on (its affinity mask's ``cpuN`` lines: load on
-    cores a cpuset keeps us off is not ours to share; :attr:`cores` of them). Own: each descendant's growth, a new one's whole time, and for one reaped in the
-    tree its parent's jump in child time less what was already counted for it. ``ticks``
+    cores a cpuset keeps us off is not ours to share; :attr:`cores` of them). Own: each
+    descendant's growth, a new one's whole time, and for one reaped in the tree its
+    parent's jump in child time less what was already counted for it. ``ticks``
     sums every sample's (others, own, one core's ticks): :meth:`mean_since` averages over
     samples, so a descendant that leaves the tree unreaped (killed with its parent, as a
     peer's worker pool can be) keeps the time it was seen using."""
 
     def __init__(self, pid: int | None = None, proc: Path = PROC) -> None:
         self.pid, self.proc, self.cpus = pid or os.getpid(), proc, _mask()
-        self._machine, self._own = self._read(), _own_ticks(proc, self.pid)
+        self._machine = _machine_ticks(proc, self.cpus)
+        self._own = _own_ticks(proc, self.pid)
         self.cores = self._machine[2] if self._machine else cores_available()
         self.ticks = (0.0, 0.0, 0.0)
 
-    def _read(self) -> tuple[int, int, int] | None:
-        return _machine_ticks(self.proc, self.cpus)
-
     def sample(self) -> tuple[float, float] | None:
-        machine, own = self._read(), _own_ticks(self.proc, self.pid)
+        machine = _machine_ticks(self.proc, self.cpus)
+        own = _own_ticks(self.proc, self.pid)
         if machine is None or self._machine is None:
             return None
         busy, total = machine[0] - self._machine[0], machine[1] - self._machine[1]
