@@ -252,12 +252,17 @@ class EnsembleMLP(nn.Module):
             self.biases.append(nn.Parameter(b))
         self.members = members
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, member: int | None = None) -> torch.Tensor:
         """``x``: ``(B, in)`` (shared) or ``(k, B, in)``; returns ``(k, B, out)``, the
-        output layer in float32 even inside autocast (as :func:`fp32_head`)."""
+        output layer in float32 even inside autocast (as :func:`fp32_head`). ``member``:
+        that member alone, ``(1, B, out)``, at its share of the cost."""
+        layers = zip(self.weights, self.biases, strict=True)
+        if member is not None:
+            layers = [(w[member : member + 1], b[member : member + 1]) for w, b in layers]
+        k = self.members if member is None else 1
         if x.dim() == 2:
-            x = x.expand(self.members, *x.shape)
-        *hidden, (w_out, b_out) = zip(self.weights, self.biases, strict=True)
+            x = x.expand(k, *x.shape)
+        *hidden, (w_out, b_out) = layers
         for w, b in hidden:
             x = F.relu(torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype)))
         if not torch.is_autocast_enabled(x.device.type):
@@ -277,10 +282,13 @@ class TwinQ(nn.Module):
         super().__init__()
         self.net = EnsembleMLP(members, obs_size + action_size, hidden, 1)
 
-    def forward(self, obs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """``(k, B)`` Q-values."""
+    def forward(
+        self, obs: torch.Tensor, actions: torch.Tensor, member: int | None = None
+    ) -> torch.Tensor:
+        """``(k, B)`` Q-values; ``member``: that one alone, ``(B,)`` (TD3's actor needs Q_1)."""
         x = torch.cat([obs.float().flatten(1), actions.float()], dim=1)
-        return self.net(x).squeeze(-1).float()
+        q = self.net(x, member).squeeze(-1).float()
+        return q if member is None else q[0]
 
 
 class _Bounds(nn.Module):

@@ -124,7 +124,7 @@ class TD3(TwinCriticAgent):
         one = torch.ones((), device=self.device)
         if update_actor:
             with self.critic.frozen(), self.precision.autocast():
-                q1 = self.critic.q(batch.obs, self.actor(batch.obs))[0]
+                q1 = self.critic.q(batch.obs, self.actor(batch.obs), member=0)
             loss = -q1.float().mean()
             self.actor_precision.step(loss, self.actor_optimizer, self.actor_params)
             self.critic.blend(cfg.tau)

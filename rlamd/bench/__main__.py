@@ -20,10 +20,11 @@ from pathlib import Path
 
 import torch
 
+from rlamd.charts import new_chart, save_chart
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.hostalloc import tune_host_allocator
 
-from .common import Figure, chart, machine_info, save_chart
+from .common import Figure, machine_info
 from .load import LoadMonitor
 from .peer import load_toml, nearest, peer_arguments, peers, use_peer_python
 
@@ -56,7 +57,7 @@ def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) 
     written = []
     for suite, figures in results.items():
         units = list(dict.fromkeys(f.unit for f in figures))
-        got = chart(len(units), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(units)))
+        got = new_chart(len(units), 1, (8, 1.2 + 0.35 * len(figures) + 0.6 * len(units)))
         if got is None:
             notes.append("matplotlib not installed: charts skipped (bash scripts/setup.sh --bench)")
             return []

@@ -226,27 +226,6 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     }
 
 
-def chart(rows: int, cols: int, size: tuple[float, float]) -> tuple[Any, Any] | None:
-    """A headless matplotlib figure and its 2-D array of axes; None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return None
-    return plt.subplots(rows, cols, figsize=size, squeeze=False)
-
-
-def save_chart(fig: Any, path: Any) -> str:
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return str(path)
-
-
 def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
     gpu = torch.device(device).type == "cuda"
     unit, ran = ("kernels", "GPU kernels run") if gpu else ("ops", "leaf ATen ops doing work")

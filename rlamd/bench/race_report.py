@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import chart, report, save_chart
+from rlamd.charts import new_chart, save_chart
+
+from .common import report
 from .load import LoadReport
 from .peer import get
 
@@ -110,7 +112,7 @@ def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
     """Score against wall clock and against env steps, a row per algorithm; None without
     matplotlib."""
     algos = list(dict.fromkeys(r.algo for r in runs))
-    got = chart(len(algos), 2, (11, 3.6 * len(algos))) if algos else None
+    got = new_chart(len(algos), 2, (11, 3.6 * len(algos))) if algos else None
     if got is None:
         return None
     fig, axes = got

@@ -9,11 +9,12 @@ seed ends, so every point has every seed. matplotlib is imported on first use (`
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from rlamd.charts import new_chart, save_chart
 
 from .stats import interval, iqm
 from .trial import read_progress
@@ -54,14 +55,10 @@ def aggregate(curves: list[np.ndarray], column: int) -> tuple[np.ndarray, np.nda
 
 def plot_curves(groups: list[Any], path: Path, title: str = "") -> str:
     """Write the two-panel chart; returns the line saying where (or why it was skipped)."""
-    if importlib.util.find_spec("matplotlib") is None:
+    got = new_chart(1, 2, (11, 4))
+    if got is None:
         return "curves.png skipped: matplotlib is not installed (pip install matplotlib)"
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    fig, axes = got[0], got[1][0]
     drawn = 0
     for g in groups:
         curves = [read_progress(Path(t["run_dir"])) for t in g.trials]
@@ -82,7 +79,5 @@ def plot_curves(groups: list[Any], path: Path, title: str = "") -> str:
     if drawn:
         axes[0].legend(fontsize=8)
     fig.suptitle(title or "sweep")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return f"curves: {path}" + ("" if drawn else " (no trial has reported twice yet)")
+    written = save_chart(fig, path)
+    return f"curves: {written}" + ("" if drawn else " (no trial has reported twice yet)")

@@ -95,3 +95,23 @@ def test_checkpoint_round_trip_and_same_seed_determinism():
     for _ in range(6):
         c.learn(buf_c, 32)
     assert all(torch.equal(p, q) for p, q in zip(a.actor_params, c.actor_params, strict=True))
+
+
+def test_the_actor_step_follows_q1_alone_as_the_whole_twin_would():
+    """TD3's actor loss asks the twin for Q_1 only (``member=0``, half the critic's cost):
+    the same values and the same gradient into the actions as Q_1 of both members."""
+    from rlamd.agents.networks import TwinQ
+
+    torch.manual_seed(0)
+    twin = TwinQ(3, 2, (16, 8))
+    obs = torch.randn(32, 3)
+    a_one, a_both = (torch.randn(32, 2).requires_grad_() for _ in range(2))
+    with torch.no_grad():
+        a_both.copy_(a_one)
+    one, both = twin(obs, a_one, member=0), twin(obs, a_both)
+    assert one.shape == (32,) and both.shape == (2, 32)
+    torch.testing.assert_close(one, both[0])
+    one.sum().backward()
+    both[0].sum().backward()
+    torch.testing.assert_close(a_one.grad, a_both.grad)
+    assert not torch.allclose(twin(obs, a_one, member=1), one)  # the other member differs
