@@ -258,10 +258,12 @@ class EnsembleMLP(nn.Module):
         that member alone, ``(1, B, out)``, at its share of the cost."""
         layers = zip(self.weights, self.biases, strict=True)
         if member is not None:
+            if not 0 <= member < self.members:
+                raise ValueError(f"member={member}; accepted: 0 to {self.members - 1} or None")
             layers = [(w[member : member + 1], b[member : member + 1]) for w, b in layers]
-        k = self.members if member is None else 1
+            x = x if x.dim() == 2 else x[member : member + 1]
         if x.dim() == 2:
-            x = x.expand(k, *x.shape)
+            x = x.expand(self.members if member is None else 1, *x.shape)
         *hidden, (w_out, b_out) = layers
         for w, b in hidden:
             x = F.relu(torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype)))

@@ -28,8 +28,9 @@ SMALL = {
 }
 
 
-STEPS = 16_384
-"""Long enough (seconds) that a Ctrl-C sent on the second trial's first checkpoint stops it."""
+STEPS = 32_768
+"""Long enough (several seconds a trial here) that a Ctrl-C sent at the second trial's first
+checkpoint (512 steps in) reaches it before it ends: a trial hears it at its next report."""
 
 
 def _done(sweep: Path) -> list[str]:

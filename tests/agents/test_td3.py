@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 
 import numpy as np
+import pytest
 import torch
 
 from rlamd.agents.td3 import TD3, TD3Config
@@ -97,21 +98,44 @@ def test_checkpoint_round_trip_and_same_seed_determinism():
     assert all(torch.equal(p, q) for p, q in zip(a.actor_params, c.actor_params, strict=True))
 
 
-def test_the_actor_step_follows_q1_alone_as_the_whole_twin_would():
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_q1_alone_matches_the_whole_twin_in_values_and_action_gradients(precision):
     """TD3's actor loss asks the twin for Q_1 only (``member=0``, half the critic's cost):
-    the same values and the same gradient into the actions as Q_1 of both members."""
+    the same values and the same gradient into the actions as Q_1 of both members, in fp32
+    and under bf16 autocast."""
     from rlamd.agents.networks import TwinQ
 
     torch.manual_seed(0)
-    twin = TwinQ(3, 2, (16, 8))
+    twin, autocast = TwinQ(3, 2, (16, 8)), Precision(precision, CPU).autocast
     obs = torch.randn(32, 3)
     a_one, a_both = (torch.randn(32, 2).requires_grad_() for _ in range(2))
     with torch.no_grad():
         a_both.copy_(a_one)
-    one, both = twin(obs, a_one, member=0), twin(obs, a_both)
-    assert one.shape == (32,) and both.shape == (2, 32)
+    with autocast():
+        one, both = twin(obs, a_one, member=0), twin(obs, a_both)
+        other = twin(obs, a_one, member=1)
+    assert one.shape == (32,) and both.shape == (2, 32) and one.dtype == torch.float32
     torch.testing.assert_close(one, both[0])
+    torch.testing.assert_close(other, both[1])
     one.sum().backward()
     both[0].sum().backward()
     torch.testing.assert_close(a_one.grad, a_both.grad)
-    assert not torch.allclose(twin(obs, a_one, member=1), one)  # the other member differs
+    for bad in (-1, 2):
+        with pytest.raises(ValueError, match=f"member={bad}; accepted: 0 to 1 or None"):
+            twin(obs, a_one, member=bad)
+
+
+def test_the_actor_step_asks_for_q1_alone():
+    agent = _agent()
+    asked, forward = [], type(agent.critic.q).forward
+
+    def spy(self, obs, actions, member=None):
+        asked.append(member)
+        return forward(self, obs, actions, member)
+
+    type(agent.critic.q).forward = spy
+    try:
+        agent.update_on(_replay().sample(16), update_actor=True)
+    finally:
+        type(agent.critic.q).forward = forward
+    assert asked == [None, None, 0]  # the target and the critics' step on both; the actor Q_1
