@@ -262,16 +262,26 @@ def report_evals(out: Path, title: str = "") -> None:
     _chart(out, marks, evals, title or out.name)
 
 
-def _chart(out: Path, marks: list[int], evals: dict, title: str) -> None:
-    try:
-        import matplotlib
+def _axes() -> tuple:
+    """A 7 x 4 chart (:func:`rlamd.charts.new_chart`); (None, None) without matplotlib."""
+    from rlamd.charts import new_chart
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    if (got := new_chart(1, 1, (7, 4))) is None:
         print("(matplotlib is not installed: no chart)")
+        return None, None
+    return got[0], got[1][0, 0]
+
+
+def _save(fig, path: Path) -> None:
+    from rlamd.charts import save_chart
+
+    print(f"wrote {save_chart(fig, path)}")
+
+
+def _chart(out: Path, marks: list[int], evals: dict, title: str) -> None:
+    fig, ax = _axes()
+    if fig is None:
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
     for name, runs in evals.items():
         xs = [m for m in marks if any(m in e for e in runs)]
         values = [[e[m] for e in runs if m in e] for m in xs]
@@ -280,9 +290,7 @@ def _chart(out: Path, marks: list[int], evals: dict, title: str) -> None:
     ax.set(xlabel="env steps", ylabel="mean evaluation return", title=title)
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    print(f"wrote {out / 'curves.png'}")
+    _save(fig, out / "curves.png")
 
 
 def _mean_last_100(path: Path, step: int) -> float | None:
@@ -304,15 +312,9 @@ def report(out: Path, steps: int) -> None:
     for name, path in sides.items():
         values = [_mean_last_100(path, m) for m in marks]
         print(f"{name:<10}" + "".join("       -" if v is None else f"{v:9.2f}" for v in values))
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("(matplotlib is not installed: no chart)")
+    fig, ax = _axes()
+    if fig is None:
         return
-    fig, ax = plt.subplots(figsize=(7, 4))
     for name, path in sides.items():
         xs = list(range(20_000, steps + 1, 20_000))
         ys = [_mean_last_100(path, x) for x in xs]
@@ -324,9 +326,7 @@ def report(out: Path, steps: int) -> None:
     ax.set(xlabel="env steps", ylabel="mean of the last 100 games", title="DQN on Breakout")
     ax.grid(alpha=0.3)
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(out / "curves.png", dpi=120)
-    print(f"wrote {out / 'curves.png'}")
+    _save(fig, out / "curves.png")
 
 
 def _pinned(core: int, argv: list[str]) -> list[str]:

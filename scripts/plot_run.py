@@ -58,12 +58,12 @@ def plot(
     args: argparse.Namespace, rows: list[tuple[int, float, int]], evals: list[dict[str, float]]
 ) -> None:
     """The training curve, the evaluations with error bars and the ``--ref`` lines, as PNG."""
-    import matplotlib
+    from rlamd.charts import new_chart, save_chart
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    got = new_chart(1, 1, (7, 4))
+    if got is None:
+        raise SystemExit("plot_run.py needs matplotlib: bash scripts/setup.sh --dev")
+    fig, ax = got[0], got[1][0, 0]
     ax.plot(
         [r[0] for r in rows], [r[1] for r in rows], label="rlamd, training episodes (mean per bin)"
     )
@@ -88,8 +88,7 @@ def plot(
     ax.set_title(args.title or args.run.name)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(args.out.with_suffix(".png"))
+    save_chart(fig, args.out.with_suffix(".png"))
 
 
 def main() -> None:

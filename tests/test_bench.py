@@ -86,15 +86,23 @@ def test_unknown_suite_names_the_nearest(capsys):
     assert "Did you mean 'replay'" in capsys.readouterr().err
 
 
-def test_without_ray_rollout_is_skipped_and_allreduce_runs_between_processes(monkeypatch):
+def test_without_ray_rollout_runs_in_process_and_allreduce_between_processes(monkeypatch):
     import sys
 
     from rlamd.bench.distributed import run_allreduce_suite, run_rollout_suite
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
     notes: list[str] = []
-    assert run_rollout_suite(notes=notes) == []
-    assert notes == ["rollout skipped: Ray not installed (bash scripts/setup.sh --ray)"]
+    by = {f.name: f for f in run_rollout_suite(rounds=1, repeats=1, notes=notes)}
+    assert notes == ["rollout: Ray not installed, its actors skipped (setup.sh --ray)"]
+    assert sorted(by) == [
+        f"rollout/{e}/{k}"
+        for e in ("frames", "stacks")
+        for k in ("bytes_per_transition", "in_process/4envs")
+    ]
+    # dqn.ship_frames reached the workers: frames ship under half the stacks' bytes
+    assert by["rollout/frames/bytes_per_transition"].meta["ratio_to_stacks"] < 0.5
+    assert by["rollout/stacks/in_process/4envs"].median > 0
     figures = run_allreduce_suite(max_bytes=64, iters=2, notes=notes)
     assert [f.meta["bytes"] for f in figures] == [8, 16, 32, 64]
     assert all(f.meta["between"] == "two processes" and f.median > 0 for f in figures)

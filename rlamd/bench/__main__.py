@@ -1,17 +1,14 @@
 """``python -m rlamd.bench [SUITE ...] [--device DEV] [--quick] [--out DIR]``.
 
-Measures rlamd and the installed peers on this machine, in interleaved rounds after warm-up
-(medians; ratios per round, with their range), and writes a table per suite, a chart per
-suite and ``results.json`` (machine, versions, every figure, the machine's other load).
-``python -m rlamd.bench race ENV --target SCORE`` races to a score (``race --help``).
-"""
+Measures rlamd and the installed peers here in interleaved rounds after warm-up (medians;
+ratios per round, with their range): a table and a chart per suite, and ``results.json``
+(machine, versions, figures, others' load). ``race ENV --target SCORE``: a race (``--help``)."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import inspect
-import json
 import re
 import sys
 import time
@@ -24,7 +21,7 @@ from rlamd.charts import new_chart, save_chart
 from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
 from rlamd.hostalloc import tune_host_allocator
 
-from .common import Figure, machine_info
+from .common import Figure, machine_info, write_results
 from .load import LoadMonitor
 from .peer import load_toml, nearest, peer_arguments, peers, use_peer_python
 
@@ -38,8 +35,7 @@ _MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allred
 
 
 def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
-    """One suite's figures (``run_SUITE_suite`` of ``SUITE.py`` or :data:`_MODULES`' module),
-    or None when it was skipped as a whole."""
+    """``run_SUITE_suite``'s figures (in ``SUITE.py`` or :data:`_MODULES`' module)."""
     module = importlib.import_module(f"rlamd.bench.{_MODULES.get(suite, suite)}")
     fn = getattr(module, f"run_{suite}_suite")
     kwargs = {k: v[0] if quick else v[1] for k, v in _RUNNERS[suite].items()}
@@ -47,8 +43,7 @@ def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: 
         kwargs["env_counts"] = (8,) if device.type == "cpu" else (8, 64)
     given = {"device": device, "peers": use_peers, "notes": notes}
     kwargs |= {k: v for k, v in given.items() if k in inspect.signature(fn).parameters}
-    figures = fn(**kwargs)
-    return figures or None if suite == "rollout" else figures
+    return fn(**kwargs)
 
 
 def write_charts(out: Path, results: dict[str, list[Figure]], notes: list[str]) -> list[str]:
@@ -129,30 +124,15 @@ def main(argv: list[str] | None = None) -> int:
             figures = _run(suite, device, args.quick, not args.no_peers, notes)
         if warning := mon.report.warning(f"the {suite} suite"):
             print(warning)
-        if figures is not None:
-            results[suite], loads[suite] = figures, mon.report
+        results[suite], loads[suite] = figures, mon.report
     _print_published(results)
     charts = write_charts(out, results, notes)
-    doc = {
-        "machine": machine_info(device),
-        "command": " ".join(["python -m rlamd.bench", *argv]),
-        "quick": args.quick,
-        "seconds": round(time.perf_counter() - t0, 1),
-        "suites": {k: [asdict(f) for f in v] for k, v in results.items()},
-        "load": {k: v.to_dict() for k, v in loads.items()},
-        "published": PUBLISHED,
-        "notes": notes,
-        "charts": charts,
-    }
-    (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    for n in notes:
-        print(f"note: {n}")
-    if busy := ", ".join(k for k, v in loads.items() if v.busy):
-        rerun = "rerun on a quiet machine to compare"
-        why = f"(other processes' load per suite is in results.json, 'load'); {rerun}"
-        print(f"warning: the machine was busy during {busy} {why}")
-    more = f" and {len(charts)} charts" if charts else ""
-    print(f"\nwrote {out / 'results.json'}{more} in {doc['seconds']:.0f} s")
+    doc = {"machine": machine_info(device), "command": " ".join(["python -m rlamd.bench", *argv])}
+    doc |= {"quick": args.quick, "seconds": round(time.perf_counter() - t0, 1)}
+    doc |= {"suites": {k: [asdict(f) for f in v] for k, v in results.items()}}
+    doc |= {"load": {k: v.to_dict() for k, v in loads.items()}, "published": PUBLISHED}
+    doc |= {"notes": notes, "charts": charts}
+    write_results(out, doc, ", ".join(f"the {k} suite" for k, v in loads.items() if v.busy))
     return 0
 
 

@@ -1,10 +1,6 @@
-"""The bench's child processes: a thread budget, JSON lines back, a sure stop.
-
-Race contenders, contention conditions and peers under their own interpreter run as
-children, so their library state (OpenMP wait policy, torch threads, versions) is their
-own. :func:`rlamd.children.stop` never leaves one running: SIGINT first (rlamd checkpoints),
-then SIGKILL.
-"""
+"""The bench's child processes (race contenders, contention conditions, peers under their
+own interpreter: their OpenMP policy, threads and versions are their own): a thread budget,
+JSON lines back, and a sure stop (:func:`rlamd.children.stop`: SIGINT, then SIGKILL)."""
 
 from __future__ import annotations
 

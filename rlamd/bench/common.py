@@ -4,6 +4,7 @@ their spread, the peers each measurement takes part in, step costs, tables and c
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -11,6 +12,7 @@ import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -32,7 +34,7 @@ def sync(device: torch.device | str | None) -> None:
 
 
 def repeat(step: Callable[[], object], n: int, work: float | None = None) -> Callable[[], float]:
-    """A call running ``step`` ``n`` times; it returns ``work`` (default ``n``) units."""
+    """A call running ``step`` ``n`` times, returning ``work`` (default ``n``) units."""
 
     def run() -> float:
         for _ in range(n):
@@ -44,7 +46,7 @@ def repeat(step: Callable[[], object], n: int, work: float | None = None) -> Cal
 
 @dataclass
 class Figure:
-    """One measured quantity: the median of repeats, with min, max and the raw values."""
+    """One measured quantity: the median of repeats, min, max and the raw values."""
 
     name: str
     unit: str
@@ -61,9 +63,8 @@ class Figure:
 
 @dataclass(frozen=True)
 class Contender:
-    """One thing :func:`interleave` times: a figure's name and unit, ``run`` one timed repeat
-    returning the figure's value (see :func:`timed`), ``warmup`` what runs untimed before
-    the first round (default: ``run``)."""
+    """What :func:`interleave` times: ``run`` one repeat returning the figure's value
+    (:func:`timed`), ``warmup`` what runs untimed before the first round (default ``run``)."""
 
     name: str
     unit: str
@@ -73,9 +74,8 @@ class Contender:
 
 
 def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> Callable[[], float]:
-    """A repeat timing one call of ``fn`` (which returns the units of work it did): work per
-    second (``per="rate"``) or microseconds per unit (``"us"``); ``"self"``: ``fn``
-    measures itself and returns its figure. Queued GPU work is waited for."""
+    """A repeat timing one call of ``fn`` (returning its units of work): units/s (``"rate"``),
+    µs per unit (``"us"``), or ``fn``'s own figure (``"self"``); GPU work is waited for."""
     if per not in ("rate", "us", "self"):
         raise ValueError(f"per={per!r}; accepted: 'rate', 'us' or 'self'")
     if per == "self":
@@ -93,8 +93,7 @@ def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> 
 
 
 def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) -> list[Figure]:
-    """Time ``contenders`` in rounds, A B C A B C ..., ``repeats`` rounds after ``warmup``
-    untimed calls of each; one :class:`Figure` per contender, its repeats in round order."""
+    """``repeats`` rounds of A B C ... after ``warmup`` untimed calls: a :class:`Figure` each."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}; accepted: an integer >= 1")
     names = [c.name for c in contenders]
@@ -115,8 +114,7 @@ def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) ->
 
 
 def measure(name: str, unit: str, fn: Callable[[], float], repeats: int = 5, **meta: Any) -> Figure:
-    """One figure alone: :func:`interleave` with one contender timing ``fn`` (``device`` and
-    ``per`` in ``meta`` go to :func:`timed`)."""
+    """One figure alone (``device`` and ``per`` in ``meta`` go to :func:`timed`)."""
     run = timed(fn, device=meta.pop("device", None), per=meta.pop("per", "rate"))
     return interleave([Contender(name, unit, run, meta)], repeats=repeats)[0]
 
@@ -135,8 +133,7 @@ class Ratio:
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
-    """``a / b`` round by round, recorded in ``a.meta`` as ``key`` and ``key_range`` when
-    given; ValueError for figures not from one :func:`interleave`."""
+    """``a / b`` round by round (into ``a.meta[key]`` and ``key_range`` when given)."""
     if len(a.repeats) != len(b.repeats) or not a.repeats:
         raise ValueError(
             f"{a.name} has {len(a.repeats)} repeats and {b.name} {len(b.repeats)}; a ratio "
@@ -152,8 +149,7 @@ def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
 
 
 def each_peer(measurement: str, on: bool, notes: list[str], build: Callable[[Peer], Any]) -> list:
-    """``[(peer, build(peer))]`` for every registered peer taking part in ``measurement``;
-    one that is not installed, or raises :class:`PeerUnavailable`, gets a note instead."""
+    """``[(peer, build(peer))]`` per peer in ``measurement``; an unavailable one, a note."""
     built = []
     for peer in peers(measurement) if on else []:
         try:
@@ -194,8 +190,8 @@ def distinct_precisions(precisions: tuple[str, ...], device: torch.device | str)
 
 
 def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
-    """rlamd's training loop and agent as ``python -m rlamd.train`` builds them from ``train``
-    (``TrainConfig`` fields); DQN's replay (50k, ``dqn`` fields) filled with ``warm`` steps."""
+    """rlamd's loop and agent as ``rlamd.train`` builds them from ``train`` (``TrainConfig``
+    fields); DQN's replay (50k, ``dqn`` fields) filled with ``warm`` steps."""
     from rlamd.agents.dqn import DQNConfig
     from rlamd.algos import build_agent, get_algorithm
     from rlamd.collector import Collector
@@ -214,16 +210,26 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
 
 def machine_info(device: torch.device) -> dict[str, Any]:
     info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    return {"date": when, "platform": platform.platform()} | {
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
-        "torch_threads": torch.get_num_threads(),
-    }
+    cpu = {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}
+    soft = {"python": platform.python_version(), "torch": torch.__version__}
+    gpu = {"hip": info.hip_version, "cuda": info.cuda_version, "device": info.to_dict()}
+    threads = {"torch_threads": torch.get_num_threads()}
+    return {"date": when, "platform": platform.platform(), **cpu, **soft, **gpu, **threads}
+
+
+def write_results(out: Path, doc: dict[str, Any], busy: str) -> Path:
+    """``out/results.json`` (``doc``: machine, figures, ``notes``, ``charts``); then the notes,
+    a warning naming what ran on a ``busy`` machine, and what was written."""
+    path = out / "results.json"
+    path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    for n in doc["notes"]:
+        print(f"note: {n}")
+    if busy:
+        why = "other processes' load is in results.json ('load'); figures are lower than on a"
+        print(f"warning: the machine was busy during {busy} ({why} quiet machine)")
+    charts = f" and {', '.join(doc['charts'])}" if doc["charts"] else ""
+    print(f"wrote {path}{charts} in {doc['seconds']:.0f} s")
+    return path
 
 
 def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list = ()) -> None:
@@ -235,12 +241,10 @@ def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list
 
 
 def step_cost(fn: Callable[[], Any], device: torch.device | str, into: Figure) -> tuple[str, ...]:
-    """Profile 10 calls of ``fn`` (warmed up; one more call runs first, unrecorded: some
-    profilers drop the kernels at a session's start) with ``torch.profiler``; what one call
-    costs goes into ``into.meta``, and its table cells are returned. On the CPU ``kernels``
-    and ``launches`` count leaf ATen ops doing work and ``device_us`` is None; ``kernels``
-    None: the profiler saw no GPU activity at all. ``host_us``: host time to issue one call,
-    without waiting."""
+    """Profile 10 calls of ``fn`` (after one unrecorded: some profilers drop a session's first
+    kernels); one call's cost into ``into.meta``, its table cells returned. CPU: ``kernels``
+    and ``launches`` count leaf ATen ops doing work, ``device_us`` None; GPU ``kernels`` None:
+    no GPU activity seen. ``host_us``: host time to issue one call, without waiting."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile, schedule
 

@@ -1,13 +1,9 @@
-"""PPO and DQN throughput alone and beside one busy single-threaded process.
-
-A second process on the machine (TensorBoard, an evaluation, another run) should cost rlamd
-about its share of the cores, not most of its throughput. Each condition runs in its own
-child (``python -m rlamd.bench.contention --serve ALGO MODE``: the OpenMP wait policy is
-fixed when torch loads), built once; the parent interleaves their windows. Conditions:
-``rlamd (budget)``, the thread plan ``python -m rlamd.train`` uses; ``rlamd (untuned)``, the
-libraries' own defaults; every peer in ``contention``. Workloads (Breakout, CPU): PPO 8 envs
-x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, one update per 4 env steps.
-"""
+"""PPO and DQN throughput alone and beside one busy single-threaded process, which should
+cost rlamd about its share of the cores, not most of its throughput. Each condition is a
+child built once (``--serve ALGO MODE``: OpenMP's wait policy is fixed when torch loads);
+the parent interleaves their windows. ``rlamd (budget)``: ``rlamd.train``'s thread plan;
+``rlamd (untuned)``: the libraries' defaults; and every peer in ``contention``. Breakout on
+the CPU: PPO 8 envs x 128 steps, 4 x 4 minibatches; DQN 8 envs, batch 32, an update per 4."""
 
 from __future__ import annotations
 
@@ -105,8 +101,8 @@ class _Child:
 
 
 def _figures(algo, children, seconds, env_name, notes, repeats) -> list[Figure]:
-    """Every child alone and beside the neighbour, in interleaved rounds of windows of
-    ``seconds / repeats``; a child that fails mid-way loses its figures, with a note."""
+    """Every child alone and beside the neighbour, interleaved windows of ``seconds / repeats``;
+    a child failing mid-way loses its figures, with a note."""
     window, dead, contenders = seconds / repeats, set(), []
 
     def run(mode: str, busy: bool) -> float:
@@ -137,9 +133,8 @@ def run_contention_suite(
     notes: list[str] | None = None,
     repeats: int = MIN_REPEATS,
 ) -> list[Figure]:
-    """Every (algo, mode) alone and beside the neighbour: ``contention/{mode}/{algo}/alone``
-    and ``.../busy`` (env steps/s), the busy one with ``meta["ratio"]`` = busy / alone per
-    round (median, and ``ratio_range``). Peers play Breakout only."""
+    """``contention/{mode}/{algo}/alone`` and ``.../busy`` (env steps/s), the busy one with
+    ``meta["ratio"]`` (busy / alone per round) and ``ratio_range``; peers play Breakout only."""
     notes = [] if notes is None else notes
     names = {"budget": "rlamd (budget)", "untuned": "rlamd (untuned)"}
     for peer, _ in each_peer("contention", peers, notes, lambda p: p):

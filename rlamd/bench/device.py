@@ -1,7 +1,6 @@
-"""The ceilings. ``device``: copy bandwidths and matmul TFLOP/s per precision (like
-rocm-bandwidth-test). ``env``: env steps/s of ``make_env`` against raw
-``ale_py.vector_env.AtariVectorEnv``; rlamd's bookkeeping, life-loss and reward clipping
-must keep >= 0.9 of its speed (same game and preprocessing, one process, interleaved)."""
+"""The ceilings. ``device``: copy bandwidths and matmul TFLOP/s per precision (as
+rocm-bandwidth-test). ``env``: ``make_env``'s env steps/s against raw ``AtariVectorEnv``
+(rlamd's bookkeeping must keep >= 0.9 of it; same preprocessing, interleaved)."""
 
 from __future__ import annotations
 
@@ -42,8 +41,7 @@ def run_device_suite(device: torch.device | str = "cpu", quick: bool = False, re
 
 
 def raw_env(game: str, n: int):
-    """ale-py's vector env with rlamd's Atari preprocessing and emulator threads, no reward
-    clipping or life loss."""
+    """ale-py's vector env, rlamd's preprocessing and threads, no reward clipping or life loss."""
     from ale_py.vector_env import AtariVectorEnv
 
     cfg = AtariConfig()

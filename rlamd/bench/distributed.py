@@ -1,11 +1,8 @@
-"""The scale-out suites. ``rollout``: env steps/s of the ``--ray`` DQN rollout worker
-(Breakout) as Ray actors and in this process on one thread, and each transition's bytes in
-the object store, for both chunk encodings: ``stacks`` (every 4x84x84 observation) and
-``frames`` (``ray.ship_frames``). ``allreduce``: like rccl-tests' ``all_reduce_perf``, two
-rlamd Ray learners in one group as ``--ray --num-learners 2`` forms it (``nccl`` when each
-gets a GPU, else ``gloo``; without Ray two local gloo processes); per float32 size from 8 B,
-doubling: time, algbw (size / time) and busbw (algbw x 2(n-1)/n).
-"""
+"""Scale-out. ``rollout``: the ``--ray`` DQN rollout worker's env steps/s (Breakout) on one
+thread here and as Ray actors, and bytes per transition shipped, as ``stacks`` (4x84x84 each)
+and ``frames`` (``dqn.ship_frames``). ``allreduce`` (as rccl-tests' ``all_reduce_perf``): two
+Ray learners grouped as ``--num-learners 2`` does (``nccl`` with GPUs, else ``gloo``; no Ray:
+two gloo processes); per float32 size from 8 B: time, algbw and busbw (algbw x 2(n-1)/n)."""
 
 from __future__ import annotations
 
@@ -13,33 +10,18 @@ import os
 import pickle
 import statistics
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import partial
 
 import torch
 
 from rlamd.config.sections import RunConfig
-from rlamd.distributed.local import start_local
+from rlamd.distributed.local import local_ray
 from rlamd.distributed.roles import RolloutWorker
 from rlamd.distributed.sync import run_group, time_allreduce
 
 from .common import Figure, measure, repeat, report
 
-__all__ = ["local_ray", "run_allreduce_suite", "run_rollout_suite"]
-
-
-@contextmanager
-def local_ray(ray, cpus: int) -> Iterator[None]:
-    """The Ray already running, else a local one with ``cpus`` for the block."""
-    started = not ray.is_initialized()
-    if started:
-        start_local(ray, num_cpus=cpus, include_dashboard=False, log_to_driver=False)
-    try:
-        yield
-    finally:
-        if started:
-            ray.shutdown()
+__all__ = ["run_allreduce_suite", "run_rollout_suite"]
 
 
 ENCODINGS = ("stacks", "frames")
@@ -92,23 +74,23 @@ def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
 
 
 def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
-    """Figures per encoding: bytes/transition, in-process and Ray actors' env steps/s."""
+    """Figures per encoding: bytes/transition, in-process and (with Ray) actors' env steps/s."""
+    train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
+    ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS}
+    sections = {}
+    for e in ENCODINGS:
+        dqn = {"chunk_steps": CHUNK, "ship_frames": e == "frames"}
+        sections[e] = RunConfig.from_dict({"train": train, "ray": ray_cfg, "dqn": dqn})
+    figures, actors = _in_process(sections, rounds, repeats), ACTORS
     try:
         import ray
     except ImportError:
-        if notes is not None:
-            notes.append("rollout skipped: Ray not installed (bash scripts/setup.sh --ray)")
-        return []
-    train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
-    ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS, "chunk_steps": CHUNK}
-    sections = {
-        e: RunConfig.from_dict({"train": train, "ray": ray_cfg | {"ship_frames": e == "frames"}})
-        for e in ENCODINGS
-    }
-    figures = _in_process(sections, rounds, repeats)
-    with local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
-        figures += _on_ray(ray, sections, rounds, repeats)
-    _table(figures, ACTORS, repeats)
+        actors, why = (), "rollout: Ray not installed, its actors skipped (setup.sh --ray)"
+        (notes if notes is not None else []).append(why)
+    if actors:
+        with local_ray(ray, max(os.cpu_count() or 1, max(ACTORS))):
+            figures += _on_ray(ray, sections, rounds, repeats)
+    _table(figures, actors, repeats)
     return figures
 
 

@@ -1,10 +1,7 @@
-"""DQN iterations/s on Breakout and learner updates/s: rlamd and every peer in ``dqn``.
-
-An *iteration* is one env step plus one update on a batch from replay (1 env). rlamd runs
-the loop ``python -m rlamd.train`` runs; each peer its DQN with the same batch, train
-frequency, Nature CNN and device, in this process, after the same warm-up fill. A
-like-for-like row per peer runs rlamd with the peer's algorithm (its ``dqn_algorithm``).
-"""
+"""DQN iterations/s on Breakout (an iteration: one env step and one update from replay, 1
+env) and learner updates/s: rlamd's ``rlamd.train`` loop, and each peer in ``dqn`` with the
+same batch, train frequency, Nature CNN, device and warm-up fill, in this process; beside
+each, rlamd running the peer's algorithm (its ``dqn_algorithm``)."""
 
 from __future__ import annotations
 
@@ -24,13 +21,10 @@ __all__ = ["Side", "run_dqn_suite"]
 
 @dataclass
 class Side:
-    """One contender, built and filled: ``iterate`` runs ``iters`` iterations (env step,
-    store, update), ``learn`` ``iters`` eager learner updates and ``learn_one`` one (profiled).
-    The suite names a peer's figures ``PEER_fp32`` (``key``) and fills its ``meta``; rlamd's
-    own rows (``rlamd_bf16``, ``rlamd_fp32_PEERalgo``) add ``learn_step`` (``iters`` calls of
-    ``agent.learn``, a captured graph on GPUs) and ``learn_step_one``; ``peer``: the peer
-    this row is, or whose algorithm it runs.
-    """
+    """A contender, built and filled: ``iterate`` runs ``iters`` iterations, ``learn``
+    ``iters`` eager updates, ``learn_one`` one (profiled). The suite fills ``key``
+    (``PEER_fp32``) and ``meta``; rlamd's rows (``rlamd_bf16``, ``rlamd_fp32_PEERalgo``) add
+    ``learn_step`` (``agent.learn``, a graph on GPUs); ``peer``: the peer, or whose algorithm."""
 
     who: str
     iterate: Callable[[], int]
@@ -46,9 +40,8 @@ class Side:
 
 
 def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: Any = None) -> Side:
-    """rlamd's loop after ``warm`` steps, with ``peer``'s algorithm when given (the
-    like-for-like row). The learn step is timed as the run captures it (a graph on GPUs)
-    and eagerly (the same function)."""
+    """rlamd's loop after ``warm`` steps (with ``peer``'s algorithm when given); its learn
+    step timed as the run captures it (a graph on GPUs) and eagerly."""
     train = {"env": "breakout", "num_envs": 1, "precision": precision, "device": str(device)}
     algo = peer.dqn_algorithm() if peer else {}
     loop, agent = c.rlamd_loop(train, warm, batch_size=batch, train_frequency=1, **algo)

@@ -1,10 +1,6 @@
-"""Other processes' load on this machine, sampled before and during a benchmark's timing.
-
-CPU: other processes' cores (:mod:`rlamd.cpuload`); a neighbour the bench starts is in its
-tree, so not "other". GPU utilisation where ``torch``, ``nvidia-smi``, ``rocm-smi`` or
-``amd-smi`` reads it: only the reading before the timing is others' alone, so only it can
-warn. Off Linux every CPU figure is None.
-"""
+"""Other processes' load, sampled before and during a benchmark's timing: their cores
+(:mod:`rlamd.cpuload`; None off Linux), and GPU utilisation where ``torch``, ``nvidia-smi``,
+``rocm-smi`` or ``amd-smi`` reads it (only the reading before the timing is others' alone)."""
 
 from __future__ import annotations
 
@@ -28,9 +24,8 @@ GPU is more than this % utilised before the timing (by others)."""
 
 
 def _parse(tool: str, text: str, index: int) -> float | None:
-    """GPU ``index``'s % utilisation in ``tool``'s output: nvidia-smi's CSV, one line a GPU;
-    ``rocm-smi --showuse --json``: ``{"card0": {"GPU use (%)": "12"}, ...}``; ``amd-smi
-    metric --usage --json``: a list (or ``gpu_data``) of GPUs with ``usage``."""
+    """GPU ``index``'s % use in ``tool``'s output: nvidia-smi's CSV, a line a GPU; rocm-smi's
+    ``{"card0": {"GPU use (%)": "12"}, ...}``; amd-smi's list (or ``gpu_data``) with ``usage``."""
     try:
         if tool == "nvidia-smi":
             return float([r.strip() for r in text.strip().splitlines() if r.strip()][index])
@@ -72,10 +67,9 @@ def gpu_utilisation(index: int = 0) -> tuple[float, str] | None:
 
 @dataclass(frozen=True)
 class LoadReport:
-    """Other processes' cores around one timed block (mean ``before`` it, mean ``during``
-    it, ``peak`` sample; None: unreadable), ``own`` the process tree's; GPU utilisation %
-    ``gpu_before`` (others') and ``gpu_during`` (ours too); ``runnable``: mean threads ready
-    to run (above the cores, a multi-threaded step waits for its slowest thread)."""
+    """Other processes' cores around a timed block (mean ``before``, mean ``during``, ``peak``;
+    None: unreadable), ``own`` our tree's; GPU use % ``gpu_before`` (others') and
+    ``gpu_during`` (ours too); ``runnable``: mean threads ready to run."""
 
     cores: int
     before: float | None

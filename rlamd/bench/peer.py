@@ -1,10 +1,7 @@
-"""The peer interface: one object per library the bench compares rlamd with.
-
-A peer (``peers/NAME.py``) says whether it can run here and which :data:`MEASUREMENTS` it
-takes part in, each handed rlamd's settings. Suites and races iterate over :func:`peers`,
-so no other module names it; importing ``rlamd.bench`` registers the shipped ones, and
-:func:`register` adds one from outside (``docs/ARCHITECTURE.md``, the bench).
-"""
+"""The peer interface: one object per library the bench compares rlamd with
+(``peers/NAME.py``), saying whether it runs here and which :data:`MEASUREMENTS` it takes
+part in, each handed rlamd's settings. Suites and races iterate over :func:`peers`; no other
+module names one; :func:`register` adds one (``docs/ARCHITECTURE.md``, the bench)."""
 
 from __future__ import annotations
 
@@ -29,7 +26,7 @@ MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
 
 
 class PeerUnavailable(RuntimeError):
-    """A peer is not installed here, cannot load, or does not take part in a measurement."""
+    """A peer is not installed, cannot load, or takes no part in a measurement."""
 
 
 def nearest(what: str, name: str, accepted: list[str] | tuple[str, ...]) -> str:
@@ -64,9 +61,8 @@ def load_toml(package: str, name: str) -> dict[str, Any]:
 
 @cache
 def load_recipes(module: str) -> dict[tuple[str, str], Recipe]:
-    """The recipes in the TOML file beside ``module`` (``peers/NAME.toml``; none: {}):
-    ``[ENV.ALGO]`` tables (``atari``: every game) of ``n_envs`` (or ``n_envs_per_core``),
-    ``steps``, ``source``, ``tag`` and ``kwargs``."""
+    """``NAME.toml`` beside ``module`` (none: {}): ``[ENV.ALGO]`` (``atari``: every game) of
+    ``n_envs`` (or ``n_envs_per_core``), ``steps``, ``source``, ``tag`` and ``kwargs``."""
     try:
         doc = load_toml(*module.rsplit(".", 1))
     except (FileNotFoundError, ModuleNotFoundError, TypeError):  # no file, or no package
@@ -117,18 +113,15 @@ class Throughput:
 
 @runtime_checkable
 class Peer(Protocol):
-    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals).
-
-    ``name`` keys figure names, ``--contenders`` and ``--peer-python``; ``unavailable()``
-    says why it cannot run here, or None. Per measurement: ``dqn_side`` a
-    :class:`rlamd.bench.dqn.Side` of its DQN on Breakout (1 env, replay filled with ``warm``
-    steps, ``iters`` units a call) and ``dqn_algorithm`` the ``DQNConfig`` fields that make
-    rlamd run its algorithm; ``ppo`` its PPO with ``settings``, built and warmed up;
-    ``replay`` a filled prioritized sampler's loop (``iters`` x draw and write); ``race_skip``
-    why it cannot race, ``race_command`` (argv writing ``folder/evals.csv``, its settings
-    with ``source`` and ``tag``) and ``race_train`` (in that child: train, calling
-    ``evals``); ``contention`` (iterate() -> env steps, close) on Breakout in this process.
-    """
+    """What the bench asks of a peer (:class:`BasePeer` supplies the refusals): ``name``
+    keys figures, ``--contenders`` and ``--peer-python``; ``unavailable()`` says why it cannot
+    run here, or None. ``dqn_side``: a :class:`rlamd.bench.dqn.Side` (Breakout, 1 env, replay
+    filled with ``warm`` steps, ``iters`` units a call); ``dqn_algorithm``: the ``DQNConfig``
+    fields that make rlamd run its DQN; ``ppo``: its PPO with ``settings``, built and warmed
+    up; ``replay``: a filled prioritized sampler's loop (``iters`` x draw and write);
+    ``race_skip``, ``race_command`` (argv writing ``folder/evals.csv``, its settings) and
+    ``race_train`` (in that child, calling ``evals``); ``contention``: (iterate, close) on
+    Breakout in this process."""
 
     name: str
     label: str
@@ -154,10 +147,9 @@ def _refusal(what: str) -> Callable[..., Any]:
 
 
 class BasePeer:
-    """Defaults for a peer: refusals for what it does not take part in, and a race run
-    from its :attr:`recipes` in a ``python -m rlamd.bench.race_child`` process. ``requires``:
-    (module it imports, how to install it); ``own_python``: it runs only under its own
-    interpreter (:func:`peer_python`)."""
+    """A peer's defaults: refusals, and races from its :attr:`recipes` in a ``race_child``
+    process. ``requires``: (module it imports, how to install it); ``own_python``: it runs
+    only under its own interpreter (:func:`peer_python`)."""
 
     name = label = "peer"
     colour = "#7f8c8d"
@@ -181,12 +173,10 @@ class BasePeer:
 
     @property
     def recipes(self) -> dict[tuple[str, str], Recipe]:
-        """Its race recipes: the TOML file beside its module (:func:`load_recipes`)."""
         return load_recipes(type(self).__module__)
 
     def recipe(self, env: str, algo: str) -> Recipe:
-        """Its recipe for rlamd's env name ``env`` (Atari games share the ``atari`` entry)
-        and ``algo``; PeerUnavailable saying there is none."""
+        """Its recipe for rlamd's ``env`` (every Atari game: ``atari``) and ``algo``."""
         from rlamd.envs import parse_env_id
 
         parsed = parse_env_id(env)
@@ -270,8 +260,7 @@ def use_peer_python(args: Any, p: Any) -> None:
 
 
 def peer_python(name: str) -> str:
-    """The interpreter for peer ``name``: ``--peer-python``, else the venv that
-    ``bash scripts/setup.sh --bench-peers`` makes (``.venv-peers/NAME``), else this one."""
+    """Peer ``name``'s interpreter: ``--peer-python``, else ``.venv-peers/NAME``, else ours."""
     made = Path(__file__).resolve().parents[2] / ".venv-peers" / name / "bin" / "python"
     return _PYTHON.get(name) or (str(made) if made.exists() else sys.executable)
 

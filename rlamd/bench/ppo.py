@@ -1,11 +1,7 @@
-"""PPO env steps/s, learning included: rlamd and every peer in the ``ppo`` measurement.
-
-``ppo``: Breakout, 8 envs x 128 steps, 4 epochs x 4 minibatches, lr 2.5e-4, clip 0.1, entropy
-0.01 (CleanRL ppo_atari), beside the raw env's random play (the ceiling). ``classic``:
-CartPole-v1, the same shape, lr 1e-3, clip 0.2, no entropy (rlamd's preset). rlamd runs
-:class:`rlamd.engine.LocalEngine` as ``python -m rlamd.train`` does; peers get the same
-:class:`PPOSettings`.
-"""
+"""PPO env steps/s, learning included: rlamd (``LocalEngine``, as ``rlamd.train`` runs it)
+and each peer in ``ppo``, all with one :class:`PPOSettings`. ``ppo``: Breakout, 8 envs x 128
+steps, 4 x 4 minibatches, lr 2.5e-4, clip 0.1, entropy 0.01 (CleanRL ppo_atari), beside the
+raw env's random play; ``classic``: CartPole-v1 alike, lr 1e-3, clip 0.2, no entropy."""
 
 from __future__ import annotations
 

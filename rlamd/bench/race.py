@@ -1,15 +1,12 @@
 """``python -m rlamd.bench race ENV --target SCORE``: time and env steps to a score.
 
-rlamd (its preset, as ``python -m rlamd.train``) and each racing peer (its recipe) train one
-after another, each its own process with the same device and thread budget, until an
-evaluation (the same for all, :mod:`rlamd.bench.race_child`) reaches the target, the minutes
-pass, or its run ends. The clock runs from process start to that evaluation being written.
-"""
+rlamd (its preset) and each racing peer (its recipe) train in turn, each a process with the
+same device and threads, until an evaluation (the same for all, :mod:`.race_child`) reaches
+the target, the minutes pass or the run ends; timed from process start to that evaluation."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import subprocess
@@ -29,7 +26,7 @@ from rlamd.logger import csv_rows
 from rlamd.threads import cores_available
 
 from .child import thread_env
-from .common import machine_info
+from .common import machine_info, write_results
 from .load import LoadMonitor
 from .peer import get, nearest, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
@@ -59,7 +56,7 @@ class RaceProtocol:
     steps: int = 0
 
     def eval_epsilon(self, algo: str) -> float:
-        """DQN's evaluation epsilon (rlamd's preset for the env; the same for every peer)."""
+        """DQN's evaluation epsilon (rlamd's preset's, for every peer)."""
         return float(_preset(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
 
     def child_args(self, algo: str) -> list[str]:
@@ -97,16 +94,14 @@ def command(who: str, proto: RaceProtocol, algo: str, seed: int, folder: Path):
 
 
 def stop_reason(curve: list[EvalPoint], elapsed: float, target: float, budget_s: float):
-    """``"target"`` once an evaluation's mean is at or above ``target``, ``"minutes"`` once
-    ``elapsed`` passed ``budget_s``, else None."""
+    """``"target"`` once an evaluation reached ``target``, ``"minutes"`` past ``budget_s``."""
     if any(p.mean >= target for p in curve):
         return "target"
     return "minutes" if elapsed >= budget_s else None
 
 
 def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
-    """The whole rows of an ``evals.csv`` (:func:`rlamd.logger.csv_rows`): a half-written last
-    line waits for the next read."""
+    """An ``evals.csv``'s whole rows (a half-written last line waits for the next read)."""
     try:
         rows = csv_rows(path.read_text(encoding="utf-8"), "step,mean,std,episodes", 2**62)
     except OSError:
@@ -115,9 +110,8 @@ def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
 
 
 def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: float):
-    """Run ``cmd`` (its own process group), reading ``evals`` every :data:`POLL_S`; (stop
-    reason: ``target``, ``minutes``, ``finished`` (exit 0) or ``failed``, wall seconds,
-    curve, exit code)."""
+    """Run ``cmd`` (own process group), reading ``evals`` every :data:`POLL_S`: (``target``,
+    ``minutes``, ``finished`` (exit 0) or ``failed``; wall seconds, curve, exit code)."""
     threads = cmd[cmd.index("--threads") + 1] if "--threads" in cmd else "1"
     curve: list[EvalPoint] = []
     evals.unlink(missing_ok=True)  # a previous run's rows must not count
@@ -154,9 +148,7 @@ def run_race(proto: RaceProtocol, out: Path, contenders: tuple[str, ...], notes:
     return runs, skipped
 
 
-def _one_run(
-    who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list
-) -> RaceRun:
+def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list):
     folder = out / "runs" / f"{algo}_{who}_s{seed}"
     cmd, evals, settings = command(who, proto, algo, seed, folder)
     shutil.rmtree(folder, ignore_errors=True)  # a new run: rlamd refuses a checkpointed folder
@@ -170,9 +162,8 @@ def _one_run(
     if stopped == "failed":
         error = f"exit {code}: {(lines or ['no output'])[-1]}"
     if warned := [w for w in lines if w.startswith("warning: ")]:  # a peer's child said so
-        notes.append(
-            f"{algo} {who} seed {seed}: warnings in {log}: {len(warned)}, the last: {warned[-1]}"
-        )
+        last = f"{len(warned)}, the last: {warned[-1]}"
+        notes.append(f"{algo} {who} seed {seed}: warnings in {log}: {last}")
     recipe = {"command": " ".join(["python", *cmd[1:]]), **settings}
     got = (stopped, round(wall, 1), tuple(curve), mon.report, recipe, error)
     run = RaceRun(algo, who, seed, proto.target, *got)
@@ -211,8 +202,7 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
 
 
 def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple[str, ...]):
-    """(protocol, contenders in race order) from the command line; a bad value exits with
-    what is accepted, naming the nearest contender."""
+    """(protocol, contenders in race order); a bad value exits saying what is accepted."""
     names = every if args.contenders is None else [n.strip() for n in args.contenders.split(",")]
     for n in (n for n in names if n and n not in every):
         p.error(f"--contenders: {nearest('', n, every)}")
@@ -263,24 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     chart = write_race_chart(out / "race.png", runs, f"{proto.env} to {proto.target:g}")
     if chart is None:
         notes.append("matplotlib not installed: chart skipped (bash scripts/setup.sh --bench)")
-    doc = {
-        "command": " ".join(["python -m rlamd.bench race", *(argv or sys.argv[2:])]),
-        "machine": machine_info(torch.device(proto.device)),
-        "protocol": asdict(proto) | {"eval_epsilon_dqn": proto.eval_epsilon("dqn")},
-        "runs": [r.to_dict() for r in runs],
-        "summary": summary(runs),
-        "skipped": skipped,
-        "notes": notes,
-        "charts": [chart] if chart else [],
-        "seconds": round(time.perf_counter() - t0, 1),
-    }
-    (out / "results.json").write_text(json.dumps(doc, indent=2), encoding="utf-8")
-    for n in notes:
-        print(f"note: {n}")
-    if any(r.load is not None and r.load.busy for r in runs):
-        print(
-            "warning: the machine was busy during the race (others' cores per run: 'others' "
-            "above, 'load' in results.json); times are longer than on a quiet one"
-        )
-    print(f"wrote {out / 'results.json'}{' and ' + chart if chart else ''}")
+    doc = {"command": " ".join(["python -m rlamd.bench race", *(argv or sys.argv[2:])])}
+    doc |= {"machine": machine_info(torch.device(proto.device))}
+    doc |= {"protocol": asdict(proto) | {"eval_epsilon_dqn": proto.eval_epsilon("dqn")}}
+    doc |= {"runs": [r.to_dict() for r in runs], "summary": summary(runs), "skipped": skipped}
+    doc |= {"notes": notes, "charts": [chart] if chart else []}
+    doc |= {"seconds": round(time.perf_counter() - t0, 1)}
+    write_results(out, doc, "the race" if any(r.load and r.load.busy for r in runs) else "")
     return 0

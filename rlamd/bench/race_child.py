@@ -1,10 +1,7 @@
-"""A peer's side of a race: ``python -m rlamd.bench.race_child PEER --env ENV ...``.
-
-Trains the peer (its ``race_train``) and evaluates it on the race's schedule as rlamd's
-runner does (:func:`rlamd.evaluate.evaluate_policy` on rlamd's env, env seeds from
-:func:`rlamd.evaluate.eval_seed`), appending to ``DIR/evals.csv``. SIGINT or SIGTERM stops
-it at the peer's next chance; exit 0 (3: the peer cannot run here).
-"""
+"""A peer's side of a race, ``python -m rlamd.bench.race_child PEER --env ENV ...``: its
+``race_train``, evaluated on the race's schedule as rlamd's runner evaluates (rlamd's env,
+:func:`rlamd.evaluate.eval_seed`) into ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the
+peer's next chance; exit 0 (3: the peer cannot run here)."""
 
 from __future__ import annotations
 

@@ -34,9 +34,8 @@ class EvalPoint:
 
 @dataclass(frozen=True)
 class RaceRun:
-    """One contender's run to the target. ``stopped``: ``target``, ``minutes`` (the wall
-    budget ran out), ``finished`` (its own step budget ran out) or ``failed`` (the process
-    ended with an error; ``error``: the last line it wrote)."""
+    """One contender's run. ``stopped``: ``target``, ``minutes`` (wall budget spent),
+    ``finished`` (its steps done) or ``failed`` (``error``: the last line it wrote)."""
 
     algo: str
     contender: str
@@ -69,8 +68,7 @@ class RaceRun:
 
 
 def summary(runs: list[RaceRun]) -> list[dict[str, Any]]:
-    """Per (algo, contender): runs, runs that reached the target, and the median seconds
-    and steps to it over those."""
+    """Per (algo, contender): runs, those that reached the target, their median s and steps."""
     out = []
     for algo, who in dict.fromkeys((r.algo, r.contender) for r in runs):
         mine = [r for r in runs if (r.algo, r.contender) == (algo, who)]
@@ -109,8 +107,7 @@ def print_race(runs: list[RaceRun], head: str) -> None:
 
 
 def write_race_chart(path: Path, runs: list[RaceRun], title: str) -> str | None:
-    """Score against wall clock and against env steps, a row per algorithm; None without
-    matplotlib."""
+    """Score against seconds and env steps, a row per algorithm; None without matplotlib."""
     algos = list(dict.fromkeys(r.algo for r in runs))
     got = new_chart(len(algos), 2, (11, 3.6 * len(algos))) if algos else None
     if got is None:

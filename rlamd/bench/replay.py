@@ -1,10 +1,7 @@
-"""Prioritized replay: microseconds per (sample 256 + update their priorities) at 2**20.
-
-Interleaved in one run: rlamd's sampler backends (numba on the CPU; on a GPU Triton, torch
-and host numba), rlamd's whole buffer (n-step windows and observations), every peer in
-``replay``, and numpy's O(N) ``choice``; then one 8-env Atari ``add`` and device bytes per
-Atari transition at a million.
-"""
+"""Prioritized replay: µs per (sample 256 + update their priorities) at 2**20, interleaved:
+rlamd's sampler backends (CPU: numba; GPU: Triton, torch, host numba), its whole buffer, each
+peer in ``replay`` and numpy's O(N) ``choice``; then an 8-env Atari ``add`` and device bytes
+per Atari transition at a million."""
 
 from __future__ import annotations
 
@@ -29,8 +26,8 @@ def _fill(sampler, capacity: int, device: torch.device) -> None:
 
 
 def _loops(capacity: int, batch: int, iters: int, device: torch.device, g, rng, notes: list):
-    """(name, ``iters`` x (draw + write), its device, meta) per rlamd sampler backend (the
-    first is the ratios' base), then rlamd's whole buffer (n-step window, vector obs)."""
+    """(name, ``iters`` x (draw + write), device, meta) per sampler backend (the first: the
+    ratios' base), then the whole buffer (n-step window, vector obs)."""
     cpu, loops, opts = torch.device("cpu"), [], {"alpha": ALPHA, "validate": False}
     gpu = [("triton", device), ("torch", device), ("numba", cpu)]
     for backend, dev in gpu if device.type != "cpu" else [("numba", device), ("torch", device)]:

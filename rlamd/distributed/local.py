@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["STARTUP_TIMEOUT", "own_ray_processes", "start_local"]
+__all__ = ["STARTUP_TIMEOUT", "local_ray", "own_ray_processes", "start_local"]
 
 STARTUP_TIMEOUT = "timed out during startup"
 """Ray's message when its raylet did not register within a fixed 30 s (``ray/_private/
@@ -51,3 +53,17 @@ def start_local(ray, **kwargs) -> None:
             pass
     ray.shutdown()
     ray.init(address="local", **kwargs)
+
+
+@contextmanager
+def local_ray(ray, cpus: int) -> Iterator[None]:
+    """The Ray already running for the block, else one of this process's own with ``cpus``
+    (no dashboard, workers' output not forwarded), shut down after it."""
+    started = not ray.is_initialized()
+    if started:
+        start_local(ray, num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    try:
+        yield
+    finally:
+        if started:
+            ray.shutdown()

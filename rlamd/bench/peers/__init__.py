@@ -1,8 +1,5 @@
-"""The peers the bench ships, one module each, registered when ``rlamd.bench`` is imported.
-
-Adding one: write ``NAME.py`` with a ``PEER`` satisfying :class:`rlamd.bench.peer.Peer`
-and list it here (``docs/ARCHITECTURE.md``, the bench).
-"""
+"""The peers the bench ships, registered when ``rlamd.bench`` is imported. Adding one:
+``NAME.py`` with a ``PEER`` satisfying :class:`rlamd.bench.peer.Peer`, listed here."""
 
 from __future__ import annotations
 

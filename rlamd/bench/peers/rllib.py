@@ -53,7 +53,7 @@ class RLlib(BasePeer):
         from ray import tune
         from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
 
-        from rlamd.bench.distributed import local_ray
+        from rlamd.distributed.local import local_ray
 
         s, wrap, on_ray = settings, wrap_atari_for_new_api_stack, ExitStack()
         gym.register_envs(ale_py)
@@ -83,7 +83,7 @@ class RLlib(BasePeer):
         import ray
         import torch
 
-        from rlamd.bench.distributed import local_ray
+        from rlamd.distributed.local import local_ray
         from rlamd.envs import parse_env_id
 
         gpus = 1 if torch.device(args.device).type == "cuda" else 0

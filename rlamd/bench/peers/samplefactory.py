@@ -1,11 +1,8 @@
-"""Sample Factory 2.1.1 (APPO) as a peer, in its own interpreter.
-
-It pins ``gymnasium<1.0`` and ``numpy<2``, so it runs as a child (``sf_child.py``, by path,
-importing nothing of rlamd) under its venv (``setup.sh --bench-peers`` or ``--peer-python``),
-with its own defaults (``samplefactory.toml``); the bench sets only the device and counts env
-steps as agent decisions. The child exports a TorchScript policy (``use_rnn=False``) that the
-race plays on rlamd's env. For throughput it is SIGSTOPped between timed windows.
-"""
+"""Sample Factory 2.1.1 (APPO) as a peer. It pins ``gymnasium<1.0`` and ``numpy<2``, so it
+runs as a child (``sf_child.py``, by path, importing nothing of rlamd) under its own venv,
+with its own defaults (``samplefactory.toml``; the bench sets the device; env steps are agent
+decisions). The child exports TorchScript policies that the race plays on rlamd's env; for
+throughput it is SIGSTOPped between timed windows."""
 
 from __future__ import annotations
 

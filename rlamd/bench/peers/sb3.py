@@ -1,8 +1,5 @@
-"""Stable-Baselines3 as a peer: DQN and PPO throughput, races, contention.
-
-Throughput runs use rlamd's settings; races the RL Baselines3 Zoo's hyperparameters, cited
-in ``sb3.toml`` (every Atari game shares its ``atari`` entry; ``lin_X``: linear from X to 0).
-"""
+"""Stable-Baselines3 as a peer: DQN and PPO throughput with rlamd's settings, contention,
+and races with the RL Zoo's hyperparameters (``sb3.toml``; ``lin_X``: linear from X to 0)."""
 
 from __future__ import annotations
 

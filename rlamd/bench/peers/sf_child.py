@@ -1,11 +1,8 @@
-"""Sample Factory's own process, under its venv's interpreter (imports nothing of rlamd).
-
-``PYTHON sf_child.py --sf-env ENV --dir DIR [--eval-every K] -- ARGS`` trains APPO with its
-own parser, envs and wrappers (``atari_GAME``: its Atari env, ale-py's ids registered in
-every worker), printing ``{"steps": N}`` after each training step. With ``--eval-every`` each
-passed multiple writes a checkpoint that a thread turns into ``DIR/policy_STEPS.pt``, a
-TorchScript of observations -> action logits.
-"""
+"""Sample Factory's process, under its venv (imports nothing of rlamd): ``PYTHON sf_child.py
+--sf-env ENV --dir DIR [--eval-every K] -- ARGS`` trains APPO with its own parser, envs and
+wrappers (``atari_GAME``), printing ``{"steps": N}`` each training step; each passed multiple
+of ``--eval-every`` writes a checkpoint that a thread exports as ``DIR/policy_STEPS.pt``
+(TorchScript: observations -> action logits)."""
 
 from __future__ import annotations
 

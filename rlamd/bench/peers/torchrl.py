@@ -1,9 +1,6 @@
-"""TorchRL as a peer: prioritized replay (its ``PrioritizedSampler``, C++ trees) and DQN
-(its ``DQNLoss`` learner, in the DQN suite's rows).
-
-torchrl 0.14.1's prebuilt extension fails to load with torch 2.13 (undefined symbol), so the
-sources its wheel ships (``csrc/``) are built once into ``~/.cache/rlamd`` (``RLAMD_CACHE``).
-"""
+"""TorchRL as a peer: prioritized replay (``PrioritizedSampler``, C++ trees) and DQN
+(``DQNLoss``). torchrl 0.14.1's prebuilt extension does not load with torch 2.13, so the
+sources its wheel ships (``csrc/``) are built once into ``~/.cache/rlamd`` (``RLAMD_CACHE``)."""
 
 from __future__ import annotations
 
@@ -48,8 +45,7 @@ def _breakout() -> Any:
 
 
 def _nature_q(actions: int) -> Any:
-    """The Nature CNN (Mnih et al. 2015) from TorchRL's ``ConvNet`` and ``MLP``, as its DQN
-    example builds it, on uint8 frames scaled by 1/255."""
+    """The Nature CNN from ``ConvNet`` and ``MLP`` as TorchRL's DQN example builds it."""
     from torch import nn
     from torchrl.modules import MLP, ConvNet
 
@@ -68,8 +64,7 @@ class TorchRL(BasePeer):
     requires = ("torchrl", "`pip install torchrl` to compare against it")
 
     def dqn_algorithm(self) -> dict[str, Any]:
-        """TorchRL's ``DQNLoss`` defaults in rlamd: one-step TD(0) targets, no double Q,
-        no dueling head, uniform replay."""
+        """``DQNLoss``'s defaults: one-step targets, no double Q or dueling, uniform replay."""
         return {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
 
     def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
@@ -124,8 +119,7 @@ class TorchRL(BasePeer):
         return Side("TorchRL DQN (fp32)", iterate, learn, learn_one, env.close)
 
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float):
-        """Its ``PrioritizedSampler`` (C++ sum/min trees): ``run()`` draws ``batch`` and writes
-        their priorities, ``iters`` times."""
+        """Its ``PrioritizedSampler`` (C++ trees): ``iters`` x (draw ``batch``, write them)."""
         import torch
         from torchrl.data import LazyTensorStorage
 
