@@ -354,3 +354,17 @@ def test_the_raw_env_ceiling_gets_rlamds_emulator_threads(monkeypatch):
     monkeypatch.setattr(ale_py.vector_env, "AtariVectorEnv", lambda *a, **kw: seen.update(kw))
     raw_env("breakout", 16)
     assert seen["num_threads"] == env_threads(16) >= 1
+
+
+@pytest.mark.ray
+def test_the_rollout_suite_runs_ray_actors_with_both_encodings():
+    """Regression: the suite put the Ape-X settings under [ray] after they moved to [dqn],
+    so every run of it raised a ConfigError."""
+    pytest.importorskip("ray")
+    from rlamd.bench.distributed import ACTORS, run_rollout_suite
+
+    by = {f.name: f for f in run_rollout_suite(rounds=1, repeats=1)}
+    for enc in ("stacks", "frames"):
+        assert all(by[f"rollout/{enc}/ray/{n}actors"].median > 0 for n in ACTORS)
+    stacks, frames = (by[f"rollout/{e}/bytes_per_transition"] for e in ("stacks", "frames"))
+    assert frames.median < stacks.median / 2
