@@ -262,7 +262,7 @@ def report_evals(out: Path, title: str = "") -> None:
     _chart(out, marks, evals, title or out.name)
 
 
-def _axes() -> tuple:
+def _axes() -> tuple[Any, Any]:
     """A 7 x 4 chart (:func:`rlamd.charts.new_chart`); (None, None) without matplotlib."""
     from rlamd.charts import new_chart
 
@@ -272,7 +272,7 @@ def _axes() -> tuple:
     return got[0], got[1][0, 0]
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig: Any, path: Path) -> None:
     from rlamd.charts import save_chart
 
     print(f"wrote {save_chart(fig, path)}")

@@ -358,8 +358,7 @@ def test_the_raw_env_ceiling_gets_rlamds_emulator_threads(monkeypatch):
 
 @pytest.mark.ray
 def test_the_rollout_suite_runs_ray_actors_with_both_encodings():
-    """Regression: the suite put the Ape-X settings under [ray] after they moved to [dqn],
-    so every run of it raised a ConfigError."""
+    """The Ray half of the suite: every actor count, both encodings, frames the smaller."""
     pytest.importorskip("ray")
     from rlamd.bench.distributed import ACTORS, run_rollout_suite
 
@@ -368,3 +367,17 @@ def test_the_rollout_suite_runs_ray_actors_with_both_encodings():
         assert all(by[f"rollout/{enc}/ray/{n}actors"].median > 0 for n in ACTORS)
     stacks, frames = (by[f"rollout/{e}/bytes_per_transition"] for e in ("stacks", "frames"))
     assert frames.median < stacks.median / 2
+
+
+def test_the_rollout_suite_names_the_apex_settings_at_their_place():
+    """Regression: the suite named ``chunk_steps`` and ``ship_frames`` under [ray] after they
+    moved to [dqn], read only through the moved-key path."""
+    from rlamd.bench.distributed import CHUNK, rollout_sections
+
+    heard: list[str] = []
+    sections = rollout_sections(heard.append)
+    assert heard == []
+    assert [(s.dqn.chunk_steps, s.dqn.ship_frames) for s in sections.values()] == [
+        (CHUNK, False),
+        (CHUNK, True),
+    ]

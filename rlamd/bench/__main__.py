@@ -2,7 +2,8 @@
 
 Measures rlamd and the installed peers here in interleaved rounds after warm-up (medians;
 ratios per round, with their range): a table and a chart per suite, and ``results.json``
-(machine, versions, figures, others' load). ``race ENV --target SCORE``: a race (``--help``)."""
+(machine, versions, figures, others' load). ``race ENV --target SCORE``: a race
+(``race --help``)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ SUITES = tuple(_RUNNERS)
 _MODULES = {"classic": "ppo", "env": "device", "rollout": "distributed", "allreduce": "distributed"}
 
 
-def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list[str]):
+def _run(suite: str, device: torch.device, quick: bool, use_peers: bool, notes: list) -> list:
     """``run_SUITE_suite``'s figures (in ``SUITE.py`` or :data:`_MODULES`' module)."""
     module = importlib.import_module(f"rlamd.bench.{_MODULES.get(suite, suite)}")
     fn = getattr(module, f"run_{suite}_suite")
@@ -132,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     doc |= {"suites": {k: [asdict(f) for f in v] for k, v in results.items()}}
     doc |= {"load": {k: v.to_dict() for k, v in loads.items()}, "published": PUBLISHED}
     doc |= {"notes": notes, "charts": charts}
-    write_results(out, doc, ", ".join(f"the {k} suite" for k, v in loads.items() if v.busy))
+    busy = ", ".join(f"the {k} suite" for k, v in loads.items() if v.busy)
+    write_results(out, doc, busy, "each suite's load is in results.json, 'load'; rerun quiet")
     return 0
 
 

@@ -93,7 +93,8 @@ def timed(fn: Callable[[], float], *, device: Any = None, per: str = "rate") -> 
 
 
 def interleave(contenders: list[Contender], *, repeats: int, warmup: int = 1) -> list[Figure]:
-    """``repeats`` rounds of A B C ... after ``warmup`` untimed calls: a :class:`Figure` each."""
+    """``repeats`` rounds of A B C ... after ``warmup`` untimed calls: a :class:`Figure` per
+    contender, its repeats in round order (what :func:`ratio` divides)."""
     if repeats < 1:
         raise ValueError(f"repeats={repeats}; accepted: an integer >= 1")
     names = [c.name for c in contenders]
@@ -133,7 +134,8 @@ class Ratio:
 
 
 def ratio(a: Figure, b: Figure, key: str | None = None) -> Ratio:
-    """``a / b`` round by round (into ``a.meta[key]`` and ``key_range`` when given)."""
+    """``a / b`` round by round (into ``a.meta[key]`` and ``key_range`` when given);
+    ValueError for figures not from one :func:`interleave`."""
     if len(a.repeats) != len(b.repeats) or not a.repeats:
         raise ValueError(
             f"{a.name} has {len(a.repeats)} repeats and {b.name} {len(b.repeats)}; a ratio "
@@ -217,16 +219,16 @@ def machine_info(device: torch.device) -> dict[str, Any]:
     return {"date": when, "platform": platform.platform(), **cpu, **soft, **gpu, **threads}
 
 
-def write_results(out: Path, doc: dict[str, Any], busy: str) -> Path:
-    """``out/results.json`` (``doc``: machine, figures, ``notes``, ``charts``); then the notes,
-    a warning naming what ran on a ``busy`` machine, and what was written."""
+def write_results(out: Path, doc: dict[str, Any], busy: str, why: str) -> Path:
+    """``out/results.json`` (``doc``: machine, figures, and the ``notes``, ``charts`` and
+    ``seconds`` this prints); then the notes, a warning when ``busy`` names what ran on a busy
+    machine (``why``: where its load is, what it did to the figures), what was written."""
     path = out / "results.json"
     path.write_text(json.dumps(doc, indent=2), encoding="utf-8")
     for n in doc["notes"]:
         print(f"note: {n}")
     if busy:
-        why = "other processes' load is in results.json ('load'); figures are lower than on a"
-        print(f"warning: the machine was busy during {busy} ({why} quiet machine)")
+        print(f"warning: the machine was busy during {busy} ({why})")
     charts = f" and {', '.join(doc['charts'])}" if doc["charts"] else ""
     print(f"wrote {path}{charts} in {doc['seconds']:.0f} s")
     return path

@@ -10,6 +10,7 @@ import os
 import pickle
 import statistics
 import time
+from collections.abc import Callable
 from functools import partial
 
 import torch
@@ -21,7 +22,7 @@ from rlamd.distributed.sync import run_group, time_allreduce
 
 from .common import Figure, measure, repeat, report
 
-__all__ = ["run_allreduce_suite", "run_rollout_suite"]
+__all__ = ["rollout_sections", "run_allreduce_suite", "run_rollout_suite"]
 
 
 ENCODINGS = ("stacks", "frames")
@@ -73,14 +74,22 @@ def _on_ray(ray, sections, rounds: int, repeats: int) -> list[Figure]:
     return figures
 
 
-def run_rollout_suite(rounds: int = 4, repeats: int = 3, notes: list[str] | None = None):
-    """Figures per encoding: bytes/transition, in-process and (with Ray) actors' env steps/s."""
+def rollout_sections(note: Callable[[str], None] | None = None) -> dict[str, RunConfig]:
+    """The rollout worker's settings per encoding (``note`` hears a setting at an old place)."""
     train = {"env": GAME, "algo": "dqn", "device": "cpu", "seed": 1}
     ray_cfg = {"num_rollout_workers": max(ACTORS), "envs_per_worker": ENVS}
-    sections = {}
+    sections: dict[str, RunConfig] = {}
     for e in ENCODINGS:
         dqn = {"chunk_steps": CHUNK, "ship_frames": e == "frames"}
-        sections[e] = RunConfig.from_dict({"train": train, "ray": ray_cfg, "dqn": dqn})
+        sections[e] = RunConfig.from_dict({"train": train, "ray": ray_cfg, "dqn": dqn}, note)
+    return sections
+
+
+def run_rollout_suite(
+    rounds: int = 4, repeats: int = 3, notes: list[str] | None = None
+) -> list[Figure]:
+    """Figures per encoding: bytes/transition, in-process and (with Ray) actors' env steps/s."""
+    sections = rollout_sections()
     figures, actors = _in_process(sections, rounds, repeats), ACTORS
     try:
         import ray

@@ -24,7 +24,8 @@ class Side:
     """A contender, built and filled: ``iterate`` runs ``iters`` iterations, ``learn``
     ``iters`` eager updates, ``learn_one`` one (profiled). The suite fills ``key``
     (``PEER_fp32``) and ``meta``; rlamd's rows (``rlamd_bf16``, ``rlamd_fp32_PEERalgo``) add
-    ``learn_step`` (``agent.learn``, a graph on GPUs); ``peer``: the peer, or whose algorithm."""
+    ``learn_step`` (``agent.learn``, a graph on GPUs) and ``learn_step_one``; ``peer``: the
+    peer, or whose algorithm the row runs."""
 
     who: str
     iterate: Callable[[], int]

@@ -1,6 +1,7 @@
 """Other processes' load, sampled before and during a benchmark's timing: their cores
 (:mod:`rlamd.cpuload`; None off Linux), and GPU utilisation where ``torch``, ``nvidia-smi``,
-``rocm-smi`` or ``amd-smi`` reads it (only the reading before the timing is others' alone)."""
+``rocm-smi`` or ``amd-smi`` reads it (only the reading before the timing is others' alone,
+so only it can warn)."""
 
 from __future__ import annotations
 

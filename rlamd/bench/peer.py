@@ -119,9 +119,10 @@ class Peer(Protocol):
     filled with ``warm`` steps, ``iters`` units a call); ``dqn_algorithm``: the ``DQNConfig``
     fields that make rlamd run its DQN; ``ppo``: its PPO with ``settings``, built and warmed
     up; ``replay``: a filled prioritized sampler's loop (``iters`` x draw and write);
-    ``race_skip``, ``race_command`` (argv writing ``folder/evals.csv``, its settings) and
-    ``race_train`` (in that child, calling ``evals``); ``contention``: (iterate, close) on
-    Breakout in this process."""
+    ``race_skip``: why it cannot race, or None; ``race_command``: argv writing
+    ``folder/evals.csv``, and its settings with ``source`` and ``tag``; ``race_train``: in
+    that child, calling ``evals``; ``contention``: (iterate() -> env steps, close) on Breakout
+    in this process."""
 
     name: str
     label: str
@@ -173,10 +174,12 @@ class BasePeer:
 
     @property
     def recipes(self) -> dict[tuple[str, str], Recipe]:
+        """Its race recipes: the TOML file beside its module (:func:`load_recipes`)."""
         return load_recipes(type(self).__module__)
 
     def recipe(self, env: str, algo: str) -> Recipe:
-        """Its recipe for rlamd's ``env`` (every Atari game: ``atari``) and ``algo``."""
+        """Its recipe for rlamd's ``env`` (every Atari game: ``atari``) and ``algo``;
+        PeerUnavailable saying there is none."""
         from rlamd.envs import parse_env_id
 
         parsed = parse_env_id(env)

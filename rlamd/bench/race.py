@@ -94,7 +94,8 @@ def command(who: str, proto: RaceProtocol, algo: str, seed: int, folder: Path):
 
 
 def stop_reason(curve: list[EvalPoint], elapsed: float, target: float, budget_s: float):
-    """``"target"`` once an evaluation reached ``target``, ``"minutes"`` past ``budget_s``."""
+    """``"target"`` once an evaluation reached ``target``, ``"minutes"`` past ``budget_s``,
+    else None."""
     if any(p.mean >= target for p in curve):
         return "target"
     return "minutes" if elapsed >= budget_s else None
@@ -148,7 +149,9 @@ def run_race(proto: RaceProtocol, out: Path, contenders: tuple[str, ...], notes:
     return runs, skipped
 
 
-def _one_run(who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list):
+def _one_run(
+    who: str, proto: RaceProtocol, algo: str, seed: int, out: Path, notes: list
+) -> RaceRun:
     folder = out / "runs" / f"{algo}_{who}_s{seed}"
     cmd, evals, settings = command(who, proto, algo, seed, folder)
     shutil.rmtree(folder, ignore_errors=True)  # a new run: rlamd refuses a checkpointed folder
@@ -259,5 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     doc |= {"runs": [r.to_dict() for r in runs], "summary": summary(runs), "skipped": skipped}
     doc |= {"notes": notes, "charts": [chart] if chart else []}
     doc |= {"seconds": round(time.perf_counter() - t0, 1)}
-    write_results(out, doc, "the race" if any(r.load and r.load.busy for r in runs) else "")
+    busy = "the race" if any(r.load and r.load.busy for r in runs) else ""
+    why = "others' cores per run above, 'load' of each run in results.json; times are longer"
+    write_results(out, doc, busy, f"{why} than on a quiet one")
     return 0

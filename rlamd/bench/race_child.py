@@ -1,6 +1,6 @@
 """A peer's side of a race, ``python -m rlamd.bench.race_child PEER --env ENV ...``: its
 ``race_train``, evaluated on the race's schedule as rlamd's runner evaluates (rlamd's env,
-:func:`rlamd.evaluate.eval_seed`) into ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the
+:func:`rlamd.evaluate.eval_seed`), appended to ``DIR/evals.csv``. SIGINT or SIGTERM stops it at the
 peer's next chance; exit 0 (3: the peer cannot run here)."""
 
 from __future__ import annotations

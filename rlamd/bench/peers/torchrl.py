@@ -45,7 +45,8 @@ def _breakout() -> Any:
 
 
 def _nature_q(actions: int) -> Any:
-    """The Nature CNN from ``ConvNet`` and ``MLP`` as TorchRL's DQN example builds it."""
+    """The Nature CNN from ``ConvNet`` and ``MLP`` as TorchRL's DQN example builds it, on
+    uint8 frames scaled by 1/255."""
     from torch import nn
     from torchrl.modules import MLP, ConvNet
 
