@@ -212,11 +212,18 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
 
 def machine_info(device: torch.device) -> dict[str, Any]:
     info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    cpu = {"processor": platform.processor() or platform.machine(), "cpu_count": os.cpu_count()}
-    soft = {"python": platform.python_version(), "torch": torch.__version__}
-    gpu = {"hip": info.hip_version, "cuda": info.cuda_version, "device": info.to_dict()}
-    threads = {"torch_threads": torch.get_num_threads()}
-    return {"date": when, "platform": platform.platform(), **cpu, **soft, **gpu, **threads}
+    return {
+        "date": when,
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "hip": info.hip_version,
+        "cuda": info.cuda_version,
+        "device": info.to_dict(),
+        "torch_threads": torch.get_num_threads(),
+    }
 
 
 def write_results(out: Path, doc: dict[str, Any], busy: str, why: str) -> Path:
