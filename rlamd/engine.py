@@ -20,7 +20,7 @@ from rlamd.algos import build_agent, get_algorithm
 from rlamd.algos.base import Policy
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
-from rlamd.device import describe_device, resolve_device
+from rlamd.device import describe_device, machine_info, resolve_device
 from rlamd.envs import env_notes, make_env
 from rlamd.precision import configure_tf32
 from rlamd.threads import LoadWatch, apply_threads, plan_threads
@@ -131,7 +131,7 @@ class LocalEngine:
             + (", adapted to other processes' load" if self._watch else "")
             + "".join(f"\nrlamd: note: {n}" for n in env_notes(train.env, train.env_module))
         )
-        self.about = ("device.json", json.dumps(self.info.to_dict(), indent=2))
+        self.about = ("device.json", json.dumps(machine_info(self.device, self.info), indent=2))
 
     @property
     def updates(self) -> int:

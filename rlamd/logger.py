@@ -25,7 +25,15 @@ from pathlib import Path
 
 from rlamd.storage import write_bytes_atomic, write_text_atomic
 
-__all__ = ["PLAIN_EVERY_S", "RunLogger", "csv_rows", "split_rows"]
+__all__ = [
+    "EVALS_HEADER",
+    "PLAIN_EVERY_S",
+    "RunLogger",
+    "csv_rows",
+    "eval_row",
+    "read_rows",
+    "split_rows",
+]
 
 PLAIN_EVERY_S = 30.0
 """Plain progress lines come at least this often, between the log points' lines."""
@@ -51,6 +59,24 @@ def _quiet_writer_faults() -> None:
     if threading.excepthook is not _writer_fault_hook:
         _previous_hook = threading.excepthook
         threading.excepthook = _writer_fault_hook
+
+
+EVALS_HEADER = "step,mean,std,episodes"
+"""``evals.csv``'s header; rlamd's runs, a race's peers and the comparison scripts write it."""
+
+
+def eval_row(step: int, mean: float, std: float, episodes: int) -> str:
+    """One ``evals.csv`` row (:data:`EVALS_HEADER`), newline included."""
+    return f"{step},{mean:.4f},{std:.4f},{episodes}\n"
+
+
+def read_rows(path: Path, header: str) -> list[list[str]]:
+    """A log CSV's whole rows (:func:`split_rows`), split into fields; none if unreadable."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return [r.split(",") for r in csv_rows(text, header, 2**62)]
 
 
 def csv_rows(text: str, header: str, last_step: int) -> list[str]:
@@ -133,7 +159,7 @@ class RunLogger:
         self._episodes_csv = self._open_csv(
             logdir / "episodes.csv", "step,score,length", start_step
         )
-        self._evals_csv = self._open_csv(logdir / "evals.csv", "step,mean,std,episodes", start_step)
+        self._evals_csv = self._open_csv(logdir / "evals.csv", EVALS_HEADER, start_step)
         if tensorboard:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -204,7 +230,7 @@ class RunLogger:
         mean = sum(scores) / n
         std = (sum((x - mean) ** 2 for x in scores) / n) ** 0.5
         self.scalars(step, {"eval/score_mean": mean, "eval/score_std": std})
-        self._evals_csv.write(f"{step},{mean:.4f},{std:.4f},{n}\n")
+        self._evals_csv.write(eval_row(step, mean, std, n))
         self.message(f"eval at {step:,}: {mean:.2f} +/- {std:.2f} over {n} games{note}")
 
     def episode(self, step: int, score: float, length: int) -> None:

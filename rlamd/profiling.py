@@ -11,18 +11,23 @@ The trace is a Chrome trace JSON file, ``<run>/profile/rlamd.pt.trace.json``: Pe
 (https://ui.perfetto.dev) and ``chrome://tracing`` open it, and TensorBoard's profiler
 plugin (``torch-tb-profiler``) lists it as run ``profile`` of ``tensorboard --logdir <run>``
 (it looks for ``*.pt.trace.json``).
+
+:func:`call_cost` measures what one call costs: the kernels it runs (on a CPU, the leaf ATen
+ops doing work), the host submissions it makes and the time to issue it; the bench's learner
+tables and the GPU tests that a captured step is one graph launch read it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["RANGES", "Profile", "span"]
+__all__ = ["LAUNCH_CALLS", "RANGES", "Profile", "call_cost", "span"]
 
 RANGES = ("act", "env", "add", "learn", "sample", "update", "priorities")
 """The range names the training loop marks."""
@@ -160,3 +165,73 @@ class Profile:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+LAUNCH_CALLS = ("LaunchKernel", "GraphLaunch", "MemcpyAsync", "MemsetAsync", "hipMemcpy")
+LAUNCH_CALLS += ("cudaMemcpy", "hipMemset", "cudaMemset")
+"""Host calls that queue GPU work (CUDA and HIP names; Triton launches through the driver)."""
+
+_NO_WORK = frozenset(
+    f"aten::{n}"
+    for n in (
+        "empty empty_strided empty_like as_strided as_strided_ view _reshape_alias reshape "
+        "resize_ resolve_conj resolve_neg _nnpack_available detach detach_ alias t transpose "
+        "permute expand unsqueeze squeeze squeeze_ select slice lift_fresh to _to_copy set_ "
+        "result_type is_nonzero unbind split chunk narrow flatten contiguous numpy_T item "
+        "_local_scalar_dense"
+    ).split()
+)
+"""Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU."""
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def call_cost(fn: Callable[[], object], device: torch.device | str, iters: int = 10) -> dict:
+    """What one call of ``fn`` costs on ``device``, over ``iters`` profiled calls (after one
+    unrecorded: some profilers drop a session's first kernels): ``kernels`` (GPU kernels run,
+    copies and fills aside; None when no GPU activity was seen), ``launches`` (host calls in
+    :data:`LAUNCH_CALLS`), ``host_us`` (host time to issue it, without waiting) and
+    ``device_us`` (its kernels' time). On a CPU ``kernels`` and ``launches`` both count the
+    leaf ATen ops doing work and ``device_us`` is None."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    device = torch.device(device)
+    gpu = device.type == "cuda"
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    host_us = (time.perf_counter() - t0) / iters * 1e6
+    _sync(device)
+    acts = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
+    with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
+        for n in (1, iters):
+            for _ in range(n):
+                fn()
+            _sync(device)
+            prof.step()
+    events = prof.events()
+    if not gpu:
+        aten = [e for e in events if e.name.startswith("aten::") and e.name not in _NO_WORK]
+        inner = set()  # ops with one doing work below them (``mm``'s ``resolve_conj`` is not)
+        for e in aten:
+            while (e := e.cpu_parent) is not None:
+                inner.add(id(e))
+        leaves = [e for e in aten if id(e) not in inner]
+        ops = len(leaves) / iters
+        return {"launches": ops, "kernels": ops, "host_us": host_us, "device_us": None}
+    on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
+    kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
+    host = [e for e in events if e.device_type == DeviceType.CPU]
+    launches = sum(any(k in e.name for k in LAUNCH_CALLS) for e in host) / iters
+    seen = bool(on_gpu)
+    return {
+        "launches": launches,
+        "kernels": len(kernels) / iters if seen else None,
+        "host_us": host_us,
+        "device_us": sum(e.time_range.elapsed_us() for e in kernels) / iters if seen else None,
+    }

@@ -161,6 +161,8 @@ def _sb3_continuous(
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.noise import NormalActionNoise
 
+    from rlamd.logger import EVALS_HEADER, eval_row
+
     torch.set_num_threads(1)
     kwargs = dict(race(algo, env_id).sb3)
     env = gym.make(env_id)
@@ -175,7 +177,7 @@ def _sb3_continuous(
     eval_env.reset(seed=10_000 + seed)
     out.mkdir(parents=True, exist_ok=True)
     evals = open(out / "evals.csv", "w", encoding="utf-8", buffering=1)
-    evals.write("step,mean,std,episodes\n")
+    evals.write(EVALS_HEADER + "\n")
     progress = open(out / "progress.csv", "w", encoding="utf-8", buffering=1)
     progress.write("step,seconds,updates\n")
     clock = {"start": time.perf_counter(), "evals": 0.0}
@@ -190,7 +192,7 @@ def _sb3_continuous(
                 t0 = time.perf_counter()
                 mean, std = evaluate_policy(model, eval_env, n_eval_episodes=10)
                 clock["evals"] += time.perf_counter() - t0
-                evals.write(f"{step},{mean:.4f},{std:.4f},10\n")
+                evals.write(eval_row(step, mean, std, 10))
             return True
 
     model.learn(steps, callback=Marks())

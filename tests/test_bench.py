@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
 
+import rlamd.bench
 from rlamd.bench.__main__ import main
 from rlamd.bench.peer import get
 
@@ -234,7 +236,7 @@ def test_the_like_for_like_row_runs_sb3s_algorithm():
     from rlamd.replay import PrioritizedSampler, UniformSampler
 
     train = {"env": "breakout", "num_envs": 1, "precision": "fp32", "device": "cpu"}
-    loop, agent = rlamd_loop(train, 64, batch_size=32, **get("sb3").dqn_algorithm())
+    loop, agent = rlamd_loop(train, 64, batch_size=32, **get("sb3").dqn_algorithm)
     try:
         sampler = loop.buffer.sampler  # the replay's sampler is uniform, not prioritized
         assert isinstance(sampler, UniformSampler)
@@ -381,3 +383,12 @@ def test_the_rollout_suite_names_the_apex_settings_at_their_place():
         (CHUNK, False),
         (CHUNK, True),
     ]
+
+
+def test_the_bench_stays_sized_to_the_product():
+    """At most 3,000 lines in ``rlamd/bench/`` and 350 in any one of its files: the tool
+    stays small beside the library it measures."""
+    bench = Path(rlamd.bench.__file__).parent
+    sizes = {p.name: p.read_text(encoding="utf-8").count("\n") for p in bench.rglob("*.py")}
+    assert sum(sizes.values()) <= 3000, sum(sizes.values())
+    assert max(sizes.values()) <= 350, max(sizes.items(), key=lambda kv: kv[1])

@@ -87,7 +87,7 @@ def test_a_contender_that_ends_by_itself_finished_or_failed(tmp_path):
 
 
 def test_rllib_is_skipped_without_ray(monkeypatch, tmp_path, capsys):
-    from rlamd.bench import race_child
+    from rlamd.bench.race import child_main
 
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, find_spec says None
     proto = race.RaceProtocol("cartpole", 450.0, ("ppo",), 1.0, 2500, 10, 1, "cpu")
@@ -95,9 +95,7 @@ def test_rllib_is_skipped_without_ray(monkeypatch, tmp_path, capsys):
         "ray.rllib.algorithms.ppo not importable"
     )
     args = ["rllib", "--env", "cartpole", "--algo", "ppo", "--eval-every", "100"]
-    code = race_child.main(
-        [*args, "--eval-episodes", "1", "--threads", "1", "--dir", str(tmp_path)]
-    )
+    code = child_main([*args, "--eval-episodes", "1", "--threads", "1", "--dir", str(tmp_path)])
     assert (
         code == 3 and "skipped: ray.rllib.algorithms.ppo not importable" in capsys.readouterr().err
     )
@@ -235,11 +233,11 @@ def test_a_real_race_on_cartpole(tmp_path):
 @pytest.mark.slow
 def test_the_sb3_child_evaluates_on_the_race_schedule(tmp_path):
     pytest.importorskip("stable_baselines3")
-    from rlamd.bench import race_child
+    from rlamd.bench.race import child_main
 
     args = ["sb3", "--env", "cartpole", "--algo", "ppo", "--steps", "3000", "--eval-every"]
     args += ["1000", "--eval-episodes", "3", "--threads", "1", "--dir", str(tmp_path)]
-    assert race_child.main(args) == 0
+    assert child_main(args) == 0
     rows = race.read_evals(tmp_path / "evals.csv")
     assert [r[0] for r in rows] == [1000, 2000, 3000]  # after vector steps of 8 envs
     assert all(r[3] == 3 and 8 <= r[1] <= 500 for r in rows)

@@ -161,8 +161,8 @@ def _dqn_pair(precision: str, prioritized: bool, interval: int = 4):
     """Two identical DQN agents and buffers on the GPU, one graphed, one eager."""
     from rlamd.agents.dqn import DQN, DQNConfig
     from rlamd.algos.dqn import capture_dqn
-    from rlamd.bench.learner import filled_replay
     from rlamd.precision import Precision
+    from rlamd.replay.synthetic import filled_replay
 
     dev = torch.device("cuda", 0)
     out = []
@@ -255,6 +255,22 @@ def test_dqn_graph_learn_and_act_replay_without_a_host_sync():
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert agent.learn_step.captured and agent.act.captured
+
+
+@gpu
+@needs_gpu
+def test_a_captured_learn_step_launches_a_tenth_of_what_eager_launches():
+    from rlamd.profiling import call_cost
+
+    (ga, gbuf), (ea, ebuf) = _dqn_pair("fp32", True)
+    for _ in range(5):  # warm-up and capture
+        ga.learn(gbuf, 64, 0.5)
+        ea.learn(ebuf, 64, 0.5)
+    assert ga.learn_step.captured, graph_status(ga)
+    graph = call_cost(lambda: ga.learn(gbuf, 64, 0.5), "cuda")
+    eager = call_cost(lambda: ea.learn(ebuf, 64, 0.5), "cuda")
+    assert 1 <= graph["launches"] and graph["launches"] * 10 <= eager["launches"], (graph, eager)
+    assert eager["kernels"] and eager["device_us"]
 
 
 @gpu

@@ -90,7 +90,7 @@ def test_wheel_ships_the_doctors_data_files(tmp_path):
 
 
 def test_wheel_ships_the_bench_data_files(tmp_path):
-    """The bench's tables (suites, published figures, profiler op lists) and every peer's
+    """The bench's tables (suites, published figures) and every peer's
     race recipes are TOML beside the code: a non-editable install must carry each one, and
     the bench must read them from there."""
     wheel = _build_wheel(tmp_path / "dist", _source_copy(tmp_path / "src"))
@@ -99,7 +99,7 @@ def test_wheel_ships_the_bench_data_files(tmp_path):
     data = sorted(
         p.relative_to(ROOT).as_posix() for p in [*bench.glob("*.toml"), *bench.glob("peers/*.toml")]
     )
-    assert len(data) >= 6 and set(data) <= names, set(data) - names
+    assert len(data) >= 5 and set(data) <= names, set(data) - names
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     probe = "import rlamd.bench.__main__ as m; from rlamd.bench.peer import get; "

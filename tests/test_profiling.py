@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from rlamd.profiling import RANGES, Profile, span
+from rlamd.profiling import RANGES, Profile, call_cost, span
 
 
 def _iteration():
@@ -49,3 +49,14 @@ def test_zero_steps_records_nothing(tmp_path):
     assert not prof.active and prof.stop() is None and not (tmp_path / "p").exists()
     with pytest.raises(ValueError, match="accepted: integers >= 0"):
         Profile(tmp_path, steps=-1)
+
+
+def test_call_cost_counts_the_ops_doing_work_on_the_cpu():
+    a = torch.randn(32, 32)
+    # mm runs resolve_conj below it and still counts; add_ of a tensor is one op
+    cost = call_cost(lambda: a.mm(a).add_(a), "cpu", iters=4)
+    assert cost["kernels"] == cost["launches"] == 2
+    assert cost["host_us"] > 0 and cost["device_us"] is None
+    assert call_cost(lambda: a.view(-1).unsqueeze(0).t(), "cpu")["kernels"] == 0  # views only
+    # contiguous() of a transposed view copies (clone -> copy_): the copy is the one op
+    assert call_cost(lambda: a.t().contiguous(), "cpu")["kernels"] == 1

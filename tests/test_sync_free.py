@@ -36,7 +36,7 @@ def _no_host_reads(monkeypatch):
 
 
 def _replay(prioritized: bool):
-    from rlamd.bench.learner import filled_replay
+    from rlamd.replay.synthetic import filled_replay
 
     extra = {"validate": False} if prioritized else {}
     return filled_replay(CPU, 1024, prioritized=prioritized, steps=48, backend="torch", **extra)

@@ -28,6 +28,9 @@ def test_a_users_env_from_their_module_trains_and_evaluates(tmp_path, capsys):
     assert ck["config"]["train"]["env_module"] == MODULE and ck["step"] == 1024
     assert "RlamdTest/Corridor-v0" in (tmp_path / "c" / "config.toml").read_text()
     assert (tmp_path / "c" / "evals.csv").read_text().count("\n") >= 2
+    machine = json.loads((tmp_path / "c" / "device.json").read_text())  # what it ran on
+    assert machine["device"]["device"] == "cpu" and machine["torch"] == torch.__version__
+    assert machine["python"].count(".") == 2 and machine["cpu_count"] >= 1
     capsys.readouterr()
     assert evaluate(["c", "--logdir", str(tmp_path), "--episodes", "3", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)

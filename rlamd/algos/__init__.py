@@ -18,13 +18,13 @@ algorithm then refuses with one line naming it.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 from importlib.metadata import entry_points
 
 from rlamd.checkpoint import CheckpointError
 from rlamd.config import ConfigError, bad_setting
+from rlamd.config.errors import closest
 from rlamd.config.sections import register_section, unregister_section
 from rlamd.envs import make_env
 
@@ -143,13 +143,13 @@ def get_algorithm(name: str) -> Algorithm:
     try:
         return ALGORITHMS[name]
     except KeyError:
-        close = difflib.get_close_matches(name, list(ALGORITHMS), n=1)
+        close = closest(name, ALGORITHMS)
         accepted = (
             f"{', '.join(ALGORITHMS)}, or one a plugin registers "
             f"({PLUGINS_VARIABLE}=MODULE, docs/ARCHITECTURE.md, Algorithms)"
         )
         raise bad_setting(
-            "train", "algo", name, accepted, close=repr(close[0]) if close else None
+            "train", "algo", name, accepted, close=repr(close) if close else None
         ) from None
 
 

@@ -1,8 +1,6 @@
-"""Benchmarks behind one command, ``python -m rlamd.bench [SUITE ...]``."""
+"""Benchmarks behind one command, ``python -m rlamd.bench [SUITE ...]``. Importing the package
+registers the shipped peers (:data:`SHIPPED`)."""
 
-from __future__ import annotations
+from .peers import SHIPPED
 
-from .common import Figure, measure
-from .peers import SHIPPED  # importing it registers the shipped peers
-
-__all__ = ["SHIPPED", "Figure", "measure"]
+__all__ = ["SHIPPED"]

@@ -19,12 +19,13 @@ from pathlib import Path
 import torch
 
 from rlamd.charts import new_chart, save_chart
-from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
+from rlamd.config.errors import unknown_name
+from rlamd.device import DEVICE_HELP, DeviceError, machine_info, resolve_device
 from rlamd.hostalloc import tune_host_allocator
 
-from .common import Figure, machine_info, write_results
+from .common import Figure, write_results
 from .load import LoadMonitor
-from .peer import load_toml, nearest, peer_arguments, peers, use_peer_python
+from .peer import load_toml, peer_arguments, peers, use_peer_python
 
 PUBLISHED = load_toml(__package__, "published")["published"]
 """Published figures shown beside the measured ones; never mixed with them."""
@@ -86,7 +87,7 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     peer_arguments(p, f"skip the peers ({', '.join(p.name for p in peers())}) even when installed")
     args = p.parse_args(argv)
     for s in (s for s in args.suites if s not in SUITES):
-        p.error(nearest("suite", s, SUITES))
+        p.error(unknown_name("suite", s, SUITES))
     use_peer_python(args, p)
     return args
 

@@ -79,13 +79,11 @@ class Child:
     def drain(self) -> list[tuple[float, dict[str, Any]]]:
         """Every JSON line that came since the last call."""
         out = []
-        while True:
-            try:
-                got = self.lines.get_nowait()
-            except queue.Empty:
-                return out
-            if got is not None:
-                out.append(got)
+        with suppress(queue.Empty):
+            while True:
+                if (got := self.lines.get_nowait()) is not None:
+                    out.append(got)
+        return out
 
     def signal(self, sig: int) -> None:
         send(self.proc, sig, self.group)

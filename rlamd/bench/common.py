@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import platform
 import statistics
 import time
 from collections.abc import Callable
@@ -19,8 +17,9 @@ import torch
 
 from rlamd.device import describe_device
 from rlamd.precision import resolve_precision
+from rlamd.profiling import call_cost
 
-from .peer import Peer, PeerUnavailable, load_toml, peers
+from .peer import Peer, PeerUnavailable, peers
 
 __all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
 
@@ -210,22 +209,6 @@ def rlamd_loop(train: dict[str, Any], warm: int, **dqn: Any) -> tuple[Any, Any]:
     return loop, agent
 
 
-def machine_info(device: torch.device) -> dict[str, Any]:
-    info, when = describe_device(device), time.strftime("%Y-%m-%d %H:%M:%S %Z")
-    return {
-        "date": when,
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
-        "torch_threads": torch.get_num_threads(),
-    }
-
-
 def write_results(out: Path, doc: dict[str, Any], busy: str, why: str) -> Path:
     """``out/results.json`` (``doc``: machine, figures, and the ``notes``, ``charts`` and
     ``seconds`` this prints); then the notes, a warning when ``busy`` names what ran on a busy
@@ -250,41 +233,9 @@ def report_costs(what: str, device: Any, rows: list, columns: tuple, lines: list
 
 
 def step_cost(fn: Callable[[], Any], device: torch.device | str, into: Figure) -> tuple[str, ...]:
-    """Profile 10 calls of ``fn`` (after one unrecorded: some profilers drop a session's first
-    kernels); one call's cost into ``into.meta``, its table cells returned. CPU: ``kernels``
-    and ``launches`` count leaf ATen ops doing work, ``device_us`` None; GPU ``kernels`` None:
-    no GPU activity seen. ``host_us``: host time to issue one call, without waiting."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    device, iters = torch.device(device), 10
-    gpu = device.type == "cuda"
-    sync(device)
-    t0 = time.perf_counter()
-    repeat(fn, iters)()
-    host_us = (time.perf_counter() - t0) / iters * 1e6
-    sync(device)
-    acts = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
-    with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
-        for n in (1, iters):
-            repeat(fn, n)()
-            sync(device)
-            prof.step()
-    events, names = prof.events(), load_toml(__package__, "profiler")
-    if not gpu:
-        no_work = {f"aten::{n}" for n in names["no_work"]}
-        aten = [e for e in events if e.name.startswith("aten::") and e.name not in no_work]
-        leaves = [e for e in aten if not any(c.name.startswith("aten::") for c in e.cpu_children)]
-        launches = kernels = len(leaves) / iters
-        device_us = None
-    else:
-        on_gpu = [e for e in events if e.device_type == DeviceType.CUDA]
-        gpu_kernels = [e for e in on_gpu if not e.name.startswith(("Memcpy", "Memset"))]
-        host = [e for e in events if e.device_type == DeviceType.CPU]
-        launches = sum(any(k in e.name for k in names["launch_calls"]) for e in host) / iters
-        kernels = len(gpu_kernels) / iters if on_gpu else None
-        device_us = sum(e.time_range.elapsed_us() for e in gpu_kernels) / iters if on_gpu else None
-    cost = {"launches": launches, "kernels": kernels, "host_us": host_us, "device_us": device_us}
+    """One call's cost (:func:`rlamd.profiling.call_cost`) into ``into.meta``; its table
+    cells (``-``: not measured) returned."""
+    cost = call_cost(fn, device)
     into.meta.update(cost)
-    vals = (kernels, launches, host_us, device_us)
+    vals = (cost["kernels"], cost["launches"], cost["host_us"], cost["device_us"])
     return tuple("-" if x is None else f"{x:,.0f}" for x in vals)

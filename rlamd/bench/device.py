@@ -4,6 +4,8 @@ rocm-bandwidth-test). ``env``: ``make_env``'s env steps/s against raw ``AtariVec
 
 from __future__ import annotations
 
+from itertools import cycle
+
 import numpy as np
 import torch
 
@@ -51,12 +53,9 @@ def raw_env(game: str, n: int):
 
 
 def stepping(env, actions: list, work: int):
-    def run() -> int:
-        for a in actions:
-            env.step(a)
-        return work
-
-    return run
+    """A call stepping ``env`` once per action of ``actions``, returning ``work``."""
+    each = cycle(actions)
+    return repeat(lambda: env.step(next(each)), len(actions), work)
 
 
 def run_env_suite(steps: int = 400, repeats: int = 5, game: str = "breakout") -> list[Figure]:

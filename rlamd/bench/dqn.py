@@ -44,7 +44,7 @@ def rlamd_side(batch: int, precision: str, device, warm: int, iters: int, peer: 
     """rlamd's loop after ``warm`` steps (with ``peer``'s algorithm when given); its learn
     step timed as the run captures it (a graph on GPUs) and eagerly."""
     train = {"env": "breakout", "num_envs": 1, "precision": precision, "device": str(device)}
-    algo = peer.dqn_algorithm() if peer else {}
+    algo = peer.dqn_algorithm if peer else {}
     loop, agent = c.rlamd_loop(train, warm, batch_size=batch, train_frequency=1, **algo)
     mode, captured = agent.precision.mode, agent.learn_step
     eager = Captured(captured.fn, device, mode="off", name="dqn learn_step (eager)")

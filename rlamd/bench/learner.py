@@ -7,7 +7,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-import numpy as np
 import torch
 
 from rlamd.agents.dqn import DQN, DQNConfig
@@ -17,38 +16,14 @@ from rlamd.algos.ppo import capture_ppo
 from rlamd.device import describe_device
 from rlamd.graphs import graphs_enabled
 from rlamd.precision import Precision
-from rlamd.replay import PrioritizedReplayBuffer, ReplayBatch, ReplayBuffer
+from rlamd.replay import ReplayBatch
+from rlamd.replay.synthetic import ATARI, filled_replay
 
 from .common import Contender, Figure, interleave, repeat, report, report_costs, step_cost, timed
 
-__all__ = ["filled_replay", "run_learner_suite"]
+__all__ = ["run_learner_suite"]
 
 WARM = 5  # calls before timing: more than the capture's warm-up, so graphs are captured first
-_ATARI = ((4, 84, 84), 4)  # observation shape, actions
-
-
-def filled_replay(
-    device: torch.device,
-    capacity: int = 8 * 1024,
-    seed: int = 0,
-    *,
-    prioritized: bool = True,
-    steps: int = 512,
-    **options: Any,
-):
-    """An Atari-shaped replay (8 envs, uint8 4x84x84, 3-step) after ``steps`` vector steps,
-    prioritized (alpha 0.5) or uniform; ``options`` go to the buffer (``backend`` ...)."""
-    kind, options = ReplayBuffer, {"frame_stack": 4, "num_actions": 4, "n_step": 3, **options}
-    if prioritized:
-        kind, options = PrioritizedReplayBuffer, {"alpha": 0.5, **options}
-    buf = kind(capacity, 8, _ATARI[0], torch.uint8, device=device, seed=seed, **options)
-    rng = np.random.default_rng(seed)
-    z = np.zeros(8, dtype=bool)
-    frames = rng.integers(0, 255, (16, 8, 4, 84, 84), dtype=np.uint8)
-    for t in range(steps):
-        done, obs = (np.arange(8) + t) % 97 == 0, frames[t % 16]
-        buf.add(obs, rng.integers(0, 4, 8), rng.normal(size=8).astype(np.float32), z, done, obs)
-    return buf
 
 
 def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
@@ -56,10 +31,10 @@ def _agent(kind: str, precision: str, mode: str | None, device: torch.device):
     p, graphs = Precision(precision, device), graphs_enabled(mode or "off", device)
     if kind == "ppo":
         cfg = PPOConfig(num_steps=32, num_minibatches=1, update_epochs=1)
-        return capture_ppo(PPO(cfg, *_ATARI, device, p, capturable=graphs), mode)
+        return capture_ppo(PPO(cfg, *ATARI, device, p, capturable=graphs), mode)
     if mode is None:
-        return DQN(DQNConfig(), *_ATARI, device, p)
-    return capture_dqn(DQN(DQNConfig(), *_ATARI, device, p, capturable=graphs), mode)
+        return DQN(DQNConfig(), *ATARI, device, p)
+    return capture_dqn(DQN(DQNConfig(), *ATARI, device, p, capturable=graphs), mode)
 
 
 class _Suite:
@@ -77,7 +52,7 @@ class _Suite:
         self.variants = [(p, m) for p in self.precisions for m in modes]
 
     def frames(self, n: int) -> torch.Tensor:
-        shape, d = (n, *_ATARI[0]), self.device
+        shape, d = (n, *ATARI[0]), self.device
         return torch.randint(0, 255, shape, dtype=torch.uint8, device=d, generator=self.g)
 
     def ints(self, n: int) -> torch.Tensor:

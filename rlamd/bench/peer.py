@@ -5,35 +5,35 @@ module names one; :func:`register` adds one (``docs/ARCHITECTURE.md``, the bench
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 import tomllib
 
+from rlamd.config.errors import unknown_name
+
 __all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
 MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
+PLAIN_DQN = MappingProxyType(
+    {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
+)
+"""The ``DQNConfig`` fields of a plain DQN (one-step targets, no double Q or dueling, uniform
+replay), which several peers run by default."""
 
 
 class PeerUnavailable(RuntimeError):
     """A peer is not installed, cannot load, or takes no part in a measurement."""
-
-
-def nearest(what: str, name: str, accepted: list[str] | tuple[str, ...]) -> str:
-    """``unknown WHAT 'NAME'; accepted: ...`` and the closest accepted name, if any."""
-    close = difflib.get_close_matches(name, accepted, n=1)
-    hint = f". Did you mean '{close[0]}'?" if close else ""
-    return f"unknown {what + ' ' if what else ''}'{name}'; accepted: {', '.join(accepted)}{hint}"
 
 
 @dataclass(frozen=True)
@@ -128,10 +128,10 @@ class Peer(Protocol):
     label: str
     colour: str
     measurements: frozenset[str]
+    dqn_algorithm: Mapping[str, Any]
 
     def unavailable(self) -> str | None: ...
     def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any: ...
-    def dqn_algorithm(self) -> dict[str, Any]: ...
     def ppo(self, settings: PPOSettings, device: Any, iters: int) -> Throughput: ...
     def replay(self, capacity: int, batch: int, iters: int, alpha: float, beta: float) -> Any: ...
     def race_skip(self, env: str, algo: str) -> str | None: ...
@@ -148,13 +148,14 @@ def _refusal(what: str) -> Callable[..., Any]:
 
 
 class BasePeer:
-    """A peer's defaults: refusals, and races from its :attr:`recipes` in a ``race_child``
+    """A peer's defaults: refusals, and races from its :attr:`recipes` in a race child
     process. ``requires``: (module it imports, how to install it); ``own_python``: it runs
     only under its own interpreter (:func:`peer_python`)."""
 
     name = label = "peer"
     colour = "#7f8c8d"
     measurements: frozenset[str] = frozenset()
+    dqn_algorithm: Mapping[str, Any] = MappingProxyType({})  # rlamd's own
     requires, own_python = ("", ""), False
     no_recipe = "no recipe for {env} / {algo}"
     dqn_side, ppo, replay = _refusal("dqn"), _refusal("ppo"), _refusal("replay")
@@ -168,9 +169,6 @@ class BasePeer:
         except PeerUnavailable as exc:
             return str(exc)
         return None
-
-    def dqn_algorithm(self) -> dict[str, Any]:
-        return {}
 
     @property
     def recipes(self) -> dict[tuple[str, str], Recipe]:
@@ -200,7 +198,7 @@ class BasePeer:
 
     def race_command(self, proto: Any, algo: str, seed: int, folder: Path) -> tuple[list, dict]:
         rec = self.recipe(proto.env, algo)
-        cmd = [sys.executable, "-m", "rlamd.bench.race_child", self.name, *proto.child_args(algo)]
+        cmd = [sys.executable, "-m", "rlamd.bench.race", self.name, *proto.child_args(algo)]
         cmd += ["--seed", str(seed), "--dir", str(folder)]
         if self.own_python:
             cmd += ["--peer-python", f"{self.name}={peer_python(self.name)}"]
@@ -222,14 +220,14 @@ def register(peer: Peer) -> Peer:
 def peers(measurement: str | None = None) -> list[Peer]:
     """The registered peers (in registration order), those taking part in ``measurement``."""
     if measurement is not None and measurement not in MEASUREMENTS:
-        raise ValueError(nearest("measurement", measurement, MEASUREMENTS))
+        raise ValueError(unknown_name("measurement", measurement, MEASUREMENTS))
     return [p for p in _PEERS.values() if measurement is None or measurement in p.measurements]
 
 
 def get(name: str) -> Peer:
     """The peer called ``name``; ValueError naming the nearest one otherwise."""
     if name not in _PEERS:
-        raise ValueError(nearest("peer", name, list(_PEERS)))
+        raise ValueError(unknown_name("peer", name, list(_PEERS)))
     return _PEERS[name]
 
 

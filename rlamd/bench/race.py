@@ -1,37 +1,49 @@
 """``python -m rlamd.bench race ENV --target SCORE``: time and env steps to a score.
 
 rlamd (its preset) and each racing peer (its recipe) train in turn, each a process with the
-same device and threads, until an evaluation (the same for all, :mod:`.race_child`) reaches
-the target, the minutes pass or the run ends; timed from process start to that evaluation."""
+same device and threads, until an evaluation (the same for all) reaches the target, the
+minutes pass or the run ends; timed from process start to that evaluation. A peer's process,
+``python -m rlamd.bench.race PEER --env ENV ...`` (:func:`child_main`), runs its
+``race_train``, evaluated on the race's schedule as rlamd's runner evaluates (rlamd's env,
+:func:`rlamd.evaluate.eval_seed`) into ``DIR/evals.csv``; SIGINT or SIGTERM stops it at the
+peer's next chance; exit 0 (3: the peer cannot run here)."""
 
 from __future__ import annotations
 
 import argparse
 import math
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
+from statistics import fmean, pstdev
+from typing import Any
 
+import numpy as np
 import torch
 
 from rlamd.children import stop
+from rlamd.config.errors import unknown_name
 from rlamd.config.layers import resolve
-from rlamd.device import DEVICE_HELP, DeviceError, resolve_device
-from rlamd.envs import parse_env_id
-from rlamd.logger import csv_rows
+from rlamd.device import DEVICE_HELP, DeviceError, machine_info, resolve_device
+from rlamd.envs import AtariConfig, parse_env_id
+from rlamd.evaluate import eval_seed, evaluate_policy
+from rlamd.logger import EVALS_HEADER, eval_row, read_rows
 from rlamd.threads import cores_available
 
 from .child import thread_env
-from .common import machine_info, write_results
+from .common import write_results
 from .load import LoadMonitor
-from .peer import get, nearest, peer_arguments, peers, use_peer_python
+from .peer import PeerUnavailable, get, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
 
-__all__ = ["RaceProtocol", "command", "main", "race_one", "read_evals", "stop_reason"]
+__all__ = ["Evaluations", "RaceProtocol", "child_main", "command", "main", "read_evals"]
 
 ALGOS = ("dqn", "ppo")
 POLL_S, GRACE_S = 0.2, 120.0  # evals.csv read every POLL_S (the clock's resolution); SIGINT grace
@@ -60,7 +72,7 @@ class RaceProtocol:
         return float(_preset(self.env, algo).dqn.eval_epsilon) if algo == "dqn" else 0.0
 
     def child_args(self, algo: str) -> list[str]:
-        """The protocol as :mod:`rlamd.bench.race_child` takes it."""
+        """The protocol as a peer's process (:func:`child_main`) takes it."""
         args = ["--env", self.env, "--algo", algo, "--eval-every", str(self.eval_every)]
         args += ["--eval-episodes", str(self.eval_episodes), "--threads", str(self.threads)]
         args += ["--device", self.device, "--eval-epsilon", str(self.eval_epsilon(algo))]
@@ -103,11 +115,7 @@ def stop_reason(curve: list[EvalPoint], elapsed: float, target: float, budget_s:
 
 def read_evals(path: Path) -> list[tuple[int, float, float, int]]:
     """An ``evals.csv``'s whole rows (a half-written last line waits for the next read)."""
-    try:
-        rows = csv_rows(path.read_text(encoding="utf-8"), "step,mean,std,episodes", 2**62)
-    except OSError:
-        return []
-    return [(int(s), float(m), float(d), int(e)) for s, m, d, e in (r.split(",") for r in rows)]
+    return [(int(s), float(m), float(d), int(e)) for s, m, d, e in read_rows(path, EVALS_HEADER)]
 
 
 def race_one(cmd: list[str], evals: Path, log: Path, target: float, budget_s: float):
@@ -208,7 +216,7 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     """(protocol, contenders in race order); a bad value exits saying what is accepted."""
     names = every if args.contenders is None else [n.strip() for n in args.contenders.split(",")]
     for n in (n for n in names if n and n not in every):
-        p.error(f"--contenders: {nearest('', n, every)}")
+        p.error(f"--contenders: {unknown_name('', n, every)}")
     if not any(names):
         p.error(f"--contenders is empty; accepted: any of {', '.join(every)}")
     try:
@@ -266,3 +274,71 @@ def main(argv: list[str] | None = None) -> int:
     why = "others' cores per run above, 'load' of each run in results.json; times are longer"
     write_results(out, doc, busy, f"{why} than on a quiet one")
     return 0
+
+
+class Evaluations:
+    """The race's evaluation schedule and protocol, writing ``evals.csv`` like rlamd's."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.env, self.every, self.episodes = args.env, args.eval_every, args.eval_episodes
+        self.atari = AtariConfig() if parse_env_id(args.env).family == "atari" else None
+        self.epsilon, self.due_at = args.eval_epsilon, self.every
+        self.seed, self.rng = args.seed, np.random.default_rng(args.seed)
+        Path(args.dir).mkdir(parents=True, exist_ok=True)
+        self.csv = open(Path(args.dir) / "evals.csv", "w", encoding="utf-8", buffering=1)
+        self.csv.write(EVALS_HEADER + "\n")
+
+    def maybe(self, step: int, policy: Callable[[torch.Tensor], torch.Tensor]) -> bool:
+        """Evaluate when ``step`` reached the next multiple of ``every`` (then the next)."""
+        if step < self.due_at:
+            return False
+        seed = eval_seed(self.seed, step)
+        opts = {"device": torch.device("cpu"), "seed": seed, "atari": self.atari}
+        scores = evaluate_policy(policy, self.env, self.episodes, **opts)
+        self.csv.write(eval_row(step, fmean(scores), pstdev(scores), len(scores)))
+        self.due_at = (step // self.every + 1) * self.every
+        return True
+
+    def explore(self, actions: Any, n: int) -> torch.Tensor:
+        """``actions``, each replaced by a uniform one of ``n`` with the DQN epsilon."""
+        actions = np.asarray(actions)
+        if self.epsilon > 0:
+            random = self.rng.integers(0, n, len(actions))
+            actions = np.where(self.rng.random(len(actions)) < self.epsilon, random, actions)
+        return torch.as_tensor(actions)
+
+
+def child_main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m rlamd.bench.race")
+    p.add_argument("peer", help="a registered peer's name")
+    p.add_argument("--env", required=True, help="rlamd's env name (cartpole, pong ...)")
+    p.add_argument("--algo", required=True, choices=ALGOS)
+    p.add_argument("--dir", required=True, help="run folder: evals.csv goes here")
+    for flag in ("--eval-every", "--eval-episodes", "--threads"):
+        p.add_argument(flag, type=int, required=True)
+    p.add_argument("--steps", type=int, default=0, help="run length (0: the recipe's)")
+    p.add_argument("--eval-epsilon", type=float, default=0.0, help="DQN's evaluation epsilon")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--peer-python", action="append", default=[], metavar="NAME=PATH")
+    args, stopping, evals = p.parse_args(argv), threading.Event(), None
+    use_peer_python(args, p)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.set())
+    try:
+        if (reason := get(args.peer).unavailable()) is not None:
+            raise PeerUnavailable(reason)
+        torch.set_num_threads(args.threads)
+        evals = Evaluations(args)
+        get(args.peer).race_train(args, stopping, evals)
+    except PeerUnavailable as exc:
+        print(f"skipped: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        if evals is not None:
+            evals.csv.close()
+    return 0
+
+
+if __name__ == "__main__":  # a peer's process in a race
+    sys.exit(child_main())

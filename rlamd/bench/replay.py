@@ -9,6 +9,7 @@ import numpy as np
 import torch
 
 from rlamd.replay import PrioritizedReplayBuffer, PrioritizedSampler, bytes_per_transition
+from rlamd.replay.synthetic import filled_replay
 
 from .common import Contender, Figure, each_peer, interleave, measure, ratio, repeat, report, timed
 
@@ -90,8 +91,7 @@ def run_replay_suite(
     ]
     figures = interleave(contenders, repeats=repeats)
     # Adding one step of an 8-env Atari vector env (frames stored once).
-    opts = {"frame_stack": 4, "num_actions": 4, "n_step": 3, "device": device}
-    buf = PrioritizedReplayBuffer(8 * 4096, 8, (4, 84, 84), torch.uint8, **opts)
+    buf = filled_replay(device, 8 * 4096, steps=0)
     frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
     acts, rew, z = np.zeros(8, np.int64), np.zeros(8, np.float32), np.zeros(8, dtype=bool)
     add, unit = repeat(lambda: buf.add(frames, acts, rew, z, z), 500), "us per vector step"

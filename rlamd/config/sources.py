@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError, bad_setting
+from .errors import ConfigError, bad_setting, closest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,14 +42,14 @@ def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str,
         if "." in key:
             section, name = key.split(".", 1)
             if section not in sections:
-                close = difflib.get_close_matches(section, list(sections), n=1)
+                close = closest(section, sections)
                 raise bad_setting(
                     section,
                     name,
                     value,
                     f"sections {', '.join(sections)}",
                     why=f"no section '{section}'",
-                    close=f"{close[0]}.{name}" if close else None,
+                    close=f"{close}.{name}" if close else None,
                 )
         else:
             owners = [
@@ -108,8 +108,8 @@ def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str,
     for key, value in data.items():
         if isinstance(value, dict):
             if key not in sections:
-                close = difflib.get_close_matches(key, list(sections), n=1)
-                hint = f". Did you mean [{close[0]}]?" if close else ""
+                close = closest(key, sections)
+                hint = f". Did you mean [{close}]?" if close else ""
                 tables = ", ".join(f"[{s}]" for s in sections)
                 raise ConfigError(
                     f"--config {path}: unknown table [{key}]; accepted: {tables}{hint}"

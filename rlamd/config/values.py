@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
-import difflib
 import itertools
 import math
 import re
@@ -22,7 +21,7 @@ import types
 import typing
 from typing import Any
 
-from .errors import ConfigError, bad_setting
+from .errors import ConfigError, bad_setting, closest
 
 __all__ = [
     "INT_MAX",
@@ -267,14 +266,14 @@ def apply_overrides(obj: Any, section: str, overrides: dict[str, Any]) -> Any:
         values = {}
         for key, value in overrides.items():
             if key not in names:
-                close = difflib.get_close_matches(key, names, n=1)
+                close = closest(key, names)
                 raise bad_setting(
                     section,
                     key,
                     value,
                     ", ".join(names),
                     why="no such setting",
-                    close=f"{section}.{close[0]}" if close else None,
+                    close=f"{section}.{close}" if close else None,
                 )
             values[key] = coerce(section, key, value, hints[key])
         try:

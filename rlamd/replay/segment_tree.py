@@ -45,7 +45,7 @@ import os
 import numpy as np
 import torch
 
-from rlamd.config.errors import ConfigError
+from rlamd.config.errors import ConfigError, closest
 from rlamd.device import describe_device
 from rlamd.envvars import flag
 
@@ -163,10 +163,8 @@ def resolve_backend(backend: str, device: torch.device) -> str:
         backend = os.environ.get("RLAMD_TREE_BACKEND", "").strip().lower() or "auto"
         source = "RLAMD_TREE_BACKEND" if backend != "auto" else source
     if backend not in _BACKENDS:
-        import difflib
-
-        near = difflib.get_close_matches(backend, _BACKENDS, n=1)
-        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        near = closest(backend, _BACKENDS)
+        hint = f" (did you mean {near!r}?)" if near else ""
         raise ConfigError(f"{source}={backend!r}; accepted: {', '.join(_BACKENDS)}{hint}")
     if backend == "auto":
         if device.type == "cpu":

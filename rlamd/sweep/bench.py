@@ -27,9 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from rlamd.logger import read_rows
 from rlamd.threads import cores_available
-
-from .trial import read_rows
 
 __all__ = ["aggregate_sps", "main"]
 

@@ -16,7 +16,6 @@ others start again) and each unfinished trial continues its run from its
 
 from __future__ import annotations
 
-import difflib
 import importlib.util
 import itertools
 import json
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rlamd.config import ConfigError, parse_set
+from rlamd.config.errors import closest
 from rlamd.config.sections import RunConfig
 from rlamd.envs import parse_env_id
 from rlamd.rundir import RunFolder, claim, hold
@@ -47,8 +47,8 @@ INSTALL = "install it with `bash scripts/setup.sh --ray`"
 
 def _choose(flag: str, value: str, accepted: tuple[str, ...]) -> str:
     if value not in accepted:
-        close = difflib.get_close_matches(value, accepted, n=1)
-        hint = f". Did you mean {close[0]}?" if close else ""
+        close = closest(value, accepted)
+        hint = f". Did you mean {close}?" if close else ""
         raise ConfigError(f"{flag} {value!r}; accepted: {', '.join(accepted)}{hint}")
     return value
 

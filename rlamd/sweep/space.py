@@ -11,7 +11,6 @@ resolve it, so a bad key or value is refused in rlamd's own words before anythin
 
 from __future__ import annotations
 
-import difflib
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from rlamd.config import ConfigError, parse_set
+from rlamd.config.errors import closest
 from rlamd.config.layers import resolve
 from rlamd.config.sections import RunConfig
 
@@ -143,8 +143,8 @@ def _distribution(key: str, text: str) -> Distribution:
         "int:LOW:HIGH or choice:A,B,..."
     )
     if kind not in DISTRIBUTIONS:
-        close = difflib.get_close_matches(kind, DISTRIBUTIONS, n=1)
-        raise ConfigError(usage + (f". Did you mean {close[0]}?" if close else ""))
+        close = closest(kind, DISTRIBUTIONS)
+        raise ConfigError(usage + (f". Did you mean {close}?" if close else ""))
     if kind == "choice":
         choices = tuple(split_values(rest))
         if not choices:

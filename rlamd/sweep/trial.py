@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from rlamd.children import stop
-from rlamd.logger import csv_rows
+from rlamd.logger import EVALS_HEADER, read_rows
 from rlamd.storage import write_text_atomic
 
 from .child import PARENT_VAR, THEN
@@ -141,7 +141,7 @@ class _Watch:
     def poll(self) -> bool:
         """Read the CSVs; True when there is something new to report."""
         episodes = read_rows(self.run_dir / "episodes.csv", "step,score,length")
-        evals = read_rows(self.run_dir / "evals.csv", "step,mean,std,episodes")
+        evals = read_rows(self.run_dir / "evals.csv", EVALS_HEADER)
         if (len(episodes), len(evals)) == self._seen or not episodes:
             return False
         self._seen = (len(episodes), len(evals))
@@ -165,14 +165,6 @@ class _Watch:
             "eval_score": ev,
             "wall_s": self.wall(),
         }
-
-
-def read_rows(path: Path, header: str) -> list[list[str]]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return []
-    return [r.split(",") for r in csv_rows(text, header, 2**62)]
 
 
 def read_progress(run_dir: Path) -> np.ndarray:

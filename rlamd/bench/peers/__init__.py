@@ -1,8 +1,6 @@
 """The peers the bench ships, registered when ``rlamd.bench`` is imported. Adding one:
 ``NAME.py`` with a ``PEER`` satisfying :class:`rlamd.bench.peer.Peer`, listed here."""
 
-from __future__ import annotations
-
 from rlamd.bench.peer import register
 
 from . import rllib, samplefactory, sb3, torchrl

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlamd.bench.common import repeat
-from rlamd.bench.peer import BasePeer, PeerUnavailable, PPOSettings, Throughput, require
+from rlamd.bench.peer import PLAIN_DQN, BasePeer, PeerUnavailable, PPOSettings, Throughput, require
 
 __all__ = ["PEER"]
 
@@ -60,9 +60,7 @@ class SB3(BasePeer):
     requires = ("stable_baselines3", "install it with `bash scripts/setup.sh --bench`")
     no_recipe = "no RL Zoo recipe for {env} / {algo}"
 
-    def dqn_algorithm(self) -> dict[str, Any]:
-        """SB3's DQN in rlamd: one-step targets, no double Q or dueling, uniform replay."""
-        return {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
+    dqn_algorithm = PLAIN_DQN
 
     def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
         from rlamd.bench.dqn import Side

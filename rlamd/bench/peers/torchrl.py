@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rlamd.bench.common import repeat
-from rlamd.bench.peer import BasePeer, PeerUnavailable, require
+from rlamd.bench.peer import PLAIN_DQN, BasePeer, PeerUnavailable, require
 
 __all__ = ["PEER"]
 
@@ -64,9 +64,7 @@ class TorchRL(BasePeer):
     measurements = frozenset({"replay", "dqn"})
     requires = ("torchrl", "`pip install torchrl` to compare against it")
 
-    def dqn_algorithm(self) -> dict[str, Any]:
-        """``DQNLoss``'s defaults: one-step targets, no double Q or dueling, uniform replay."""
-        return {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
+    dqn_algorithm = PLAIN_DQN
 
     def dqn_side(self, batch: int, device: Any, warm: int, iters: int) -> Any:
         """TorchRL's DQN with rlamd's settings: ``DQNLoss`` (Huber, target copied every 250
