@@ -34,7 +34,7 @@ cat > "$out/profile.py" <<'PY'
 import sys, torch
 from rlamd.agents.dqn import DQN, DQNConfig
 from rlamd.algos.dqn import capture_dqn
-from rlamd.bench.learner import filled_replay
+from rlamd.replay.synthetic import filled_replay
 from rlamd.graphs import graph_status
 from rlamd.precision import Precision
 from rlamd.profiling import Profile, span

@@ -58,5 +58,6 @@ def test_call_cost_counts_the_ops_doing_work_on_the_cpu():
     assert cost["kernels"] == cost["launches"] == 2
     assert cost["host_us"] > 0 and cost["device_us"] is None
     assert call_cost(lambda: a.view(-1).unsqueeze(0).t(), "cpu")["kernels"] == 0  # views only
+    assert call_cost(lambda: a.expand_as(a).movedim(0, 1).type_as(a), "cpu")["kernels"] == 0
     # contiguous() of a transposed view copies (clone -> copy_): the copy is the one op
     assert call_cost(lambda: a.t().contiguous(), "cpu")["kernels"] == 1

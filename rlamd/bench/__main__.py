@@ -19,13 +19,12 @@ from pathlib import Path
 import torch
 
 from rlamd.charts import new_chart, save_chart
-from rlamd.config.errors import unknown_name
-from rlamd.device import DEVICE_HELP, DeviceError, machine_info, resolve_device
+from rlamd.device import DeviceError, machine_info, resolve_device
 from rlamd.hostalloc import tune_host_allocator
 
 from .common import Figure, write_results
 from .load import LoadMonitor
-from .peer import load_toml, peer_arguments, peers, use_peer_python
+from .peer import load_toml, nearest, peer_arguments, peers, use_peer_python
 
 PUBLISHED = load_toml(__package__, "published")["published"]
 """Published figures shown beside the measured ones; never mixed with them."""
@@ -81,13 +80,11 @@ def _parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("suites", nargs="*", default=[], help=what + "a score (race --help)")
     what = "fewer steps and repeats (each suite under two minutes on a 2-core CPU; contention "
     p.add_argument("--quick", action="store_true", help=what + "about five)")
-    p.add_argument("--device", default="auto", help=DEVICE_HELP)
-    what = "folder for results.json and charts (default: bench-out)"
-    p.add_argument("--out", default="bench-out", help=what)
-    peer_arguments(p, f"skip the peers ({', '.join(p.name for p in peers())}) even when installed")
+    skip = f"skip the peers ({', '.join(p.name for p in peers())}) even when installed"
+    peer_arguments(p, skip, "bench-out")
     args = p.parse_args(argv)
     for s in (s for s in args.suites if s not in SUITES):
-        p.error(unknown_name("suite", s, SUITES))
+        p.error(nearest("suite", s, SUITES))
     use_peer_python(args, p)
     return args
 

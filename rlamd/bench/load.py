@@ -149,9 +149,8 @@ class LoadMonitor:
         self._stop.set()
         self._thread.join()
         seconds = time.monotonic() - self._t0
-        if (last := self._sampler.sample()) is not None and (
-            seconds >= self.interval / 2 or not self._during
-        ):
+        last, late = self._sampler.sample(), seconds >= self.interval / 2 or not self._during
+        if last is not None and late:
             self._during.append(last)
         whole = self._sampler.mean_since(self._mark)
         before, (during, own) = (self._before or [None])[0], whole or (None, None)

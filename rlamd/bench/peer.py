@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -20,20 +20,25 @@ from typing import Any, Protocol, runtime_checkable
 
 import tomllib
 
-from rlamd.config.errors import unknown_name
+from rlamd.config.errors import closest
+from rlamd.device import DEVICE_HELP
 
 __all__ = ["BasePeer", "PPOSettings", "Peer", "PeerUnavailable", "Recipe", "Throughput", "peers"]
 
 MEASUREMENTS = ("dqn", "ppo", "replay", "race", "contention")
-PLAIN_DQN = MappingProxyType(
-    {"double_q": False, "dueling": False, "prioritized": False, "n_step": 1}
-)
+PLAIN_DQN = MappingProxyType(dict(double_q=False, dueling=False, prioritized=False, n_step=1))
 """The ``DQNConfig`` fields of a plain DQN (one-step targets, no double Q or dueling, uniform
 replay), which several peers run by default."""
 
 
 class PeerUnavailable(RuntimeError):
     """A peer is not installed, cannot load, or takes no part in a measurement."""
+
+
+def nearest(what: str, name: str, accepted: Sequence[str]) -> str:
+    """``unknown WHAT 'NAME'; accepted: A, B[. Did you mean 'X'?]`` (``what`` may be empty)."""
+    hint = f". Did you mean '{close}'?" if (close := closest(name, accepted)) else ""
+    return f"unknown {what + ' ' if what else ''}'{name}'; accepted: {', '.join(accepted)}{hint}"
 
 
 @dataclass(frozen=True)
@@ -220,14 +225,14 @@ def register(peer: Peer) -> Peer:
 def peers(measurement: str | None = None) -> list[Peer]:
     """The registered peers (in registration order), those taking part in ``measurement``."""
     if measurement is not None and measurement not in MEASUREMENTS:
-        raise ValueError(unknown_name("measurement", measurement, MEASUREMENTS))
+        raise ValueError(nearest("measurement", measurement, MEASUREMENTS))
     return [p for p in _PEERS.values() if measurement is None or measurement in p.measurements]
 
 
 def get(name: str) -> Peer:
     """The peer called ``name``; ValueError naming the nearest one otherwise."""
     if name not in _PEERS:
-        raise ValueError(unknown_name("peer", name, list(_PEERS)))
+        raise ValueError(nearest("peer", name, list(_PEERS)))
     return _PEERS[name]
 
 
@@ -243,8 +248,10 @@ def set_python(spec: str) -> None:
     _PYTHON[name] = path
 
 
-def peer_arguments(p: Any, skip: str) -> None:
-    """``--no-peers`` (its help: ``skip``) and ``--peer-python NAME=PATH`` on parser ``p``."""
+def peer_arguments(p: Any, skip: str, out: str) -> None:
+    """Suites' and races' shared flags: --device, --out, --no-peers, --peer-python."""
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--out", default=out, help=f"folder for results.json and charts ({out})")
     p.add_argument("--no-peers", action="store_true", help=skip)
     text = "run peer NAME's processes under this interpreter (default: .venv-peers/NAME made by "
     text += "`bash scripts/setup.sh --bench-peers`, else this one)"

@@ -29,9 +29,8 @@ import numpy as np
 import torch
 
 from rlamd.children import stop
-from rlamd.config.errors import unknown_name
 from rlamd.config.layers import resolve
-from rlamd.device import DEVICE_HELP, DeviceError, machine_info, resolve_device
+from rlamd.device import DeviceError, machine_info, resolve_device
 from rlamd.envs import AtariConfig, parse_env_id
 from rlamd.evaluate import eval_seed, evaluate_policy
 from rlamd.logger import EVALS_HEADER, eval_row, read_rows
@@ -40,7 +39,7 @@ from rlamd.threads import cores_available
 from .child import thread_env
 from .common import write_results
 from .load import LoadMonitor
-from .peer import PeerUnavailable, get, peer_arguments, peers, use_peer_python
+from .peer import PeerUnavailable, get, nearest, peer_arguments, peers, use_peer_python
 from .race_report import EvalPoint, RaceRun, print_race, summary, write_race_chart
 
 __all__ = ["Evaluations", "RaceProtocol", "child_main", "command", "main", "read_evals"]
@@ -205,10 +204,8 @@ def _parser(every: tuple[str, ...]) -> argparse.ArgumentParser:
         ("--steps", int, 0, "run length for all (default: each contender's own recipe)"),
     ):
         p.add_argument(flag, type=kind, default=default, help=text)
-    p.add_argument("--device", default="auto", help=DEVICE_HELP)
-    p.add_argument("--out", default="bench-out/race", help="folder (default: bench-out/race)")
     p.add_argument("--contenders", help=f"comma-separated, of {', '.join(every)} (default: all)")
-    peer_arguments(p, "race rlamd alone")
+    peer_arguments(p, "race rlamd alone", "bench-out/race")
     return p
 
 
@@ -216,7 +213,7 @@ def _protocol(args: argparse.Namespace, p: argparse.ArgumentParser, every: tuple
     """(protocol, contenders in race order); a bad value exits saying what is accepted."""
     names = every if args.contenders is None else [n.strip() for n in args.contenders.split(",")]
     for n in (n for n in names if n and n not in every):
-        p.error(f"--contenders: {unknown_name('', n, every)}")
+        p.error(f"--contenders: {nearest('', n, every)}")
     if not any(names):
         p.error(f"--contenders is empty; accepted: any of {', '.join(every)}")
     try:

@@ -91,7 +91,7 @@ def run_replay_suite(
     ]
     figures = interleave(contenders, repeats=repeats)
     # Adding one step of an 8-env Atari vector env (frames stored once).
-    buf = filled_replay(device, 8 * 4096, steps=0)
+    buf = filled_replay(device, 8 * 4096, steps=0, alpha=ALPHA)
     frames = rng.integers(0, 255, (8, 4, 84, 84), dtype=np.uint8)
     acts, rew, z = np.zeros(8, np.int64), np.zeros(8, np.float32), np.zeros(8, dtype=bool)
     add, unit = repeat(lambda: buf.add(frames, acts, rew, z, z), 500), "us per vector step"

@@ -10,10 +10,10 @@ e.g. ``dqn.lr=nan; accepted: a finite number``.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["ConfigError", "bad_setting", "closest", "unknown_name"]
+__all__ = ["ConfigError", "bad_setting", "closest"]
 
 
 class ConfigError(ValueError):
@@ -52,10 +52,3 @@ def closest(name: str, names: Iterable[str]) -> str | None:
     """The one of ``names`` nearest ``name`` (:func:`difflib.get_close_matches`), or None."""
     found = difflib.get_close_matches(name, list(names), n=1)
     return found[0] if found else None
-
-
-def unknown_name(what: str, name: str, accepted: Sequence[str]) -> str:
-    """``unknown WHAT 'NAME'; accepted: A, B[. Did you mean 'X'?]`` (``what`` may be empty)."""
-    close = closest(name, accepted)
-    hint = f". Did you mean '{close}'?" if close else ""
-    return f"unknown {what + ' ' if what else ''}'{name}'; accepted: {', '.join(accepted)}{hint}"

@@ -1,6 +1,6 @@
 """A replay filled with synthetic Atari-shaped transitions, for measurements and tests that
-need a buffer in a known state without playing a game (the bench's learner suite, the
-sync-free and graph tests)."""
+need a buffer in a known state without playing a game (the bench's learner and replay
+suites, ``scripts/gpu_checks.sh``, the sync-free and graph tests)."""
 
 from __future__ import annotations
 

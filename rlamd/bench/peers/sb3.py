@@ -99,9 +99,7 @@ class SB3(BasePeer):
         rec, parsed = self.recipe(args.env, args.algo), parse_env_id(args.env)
         gym_id = parsed.game
         if parsed.family == "atari" and parsed.sticky:
-            raise PeerUnavailable(
-                f"{args.env}: SB3's Atari pipeline here plays NoFrameskip-v4 only"
-            )
+            raise PeerUnavailable(f"{args.env}: SB3's Atari pipeline plays NoFrameskip-v4 only")
         if parsed.family == "atari":
             gym_id = "".join(p.capitalize() for p in parsed.game.split("_")) + "NoFrameskip-v4"
         kwargs = dict(rec.kwargs)

@@ -80,16 +80,14 @@ class TorchRL(BasePeer):
 
         env = _breakout()
         spec = env.action_spec
-        actor = QValueActor(_nature_q(spec.space.n), in_keys=["observation"], spec=spec)
-        actor = actor.to(device)
+        actor = QValueActor(_nature_q(spec.space.n), in_keys=["observation"], spec=spec).to(device)
         explore = TensorDictSequential(actor, EGreedyModule(spec, eps_init=0.05, eps_end=0.05))
         loss = DQNLoss(actor, loss_function="smooth_l1", delay_value=True, action_space=spec)
         loss.make_value_estimator(gamma=0.99)
         target = HardUpdate(loss, value_network_update_interval=250)
         optimizer = torch.optim.Adam(loss.parameters(), lr=1e-4)
-        replay = TensorDictReplayBuffer(
-            storage=LazyTensorStorage(50_000, device=device), batch_size=batch
-        )
+        storage = LazyTensorStorage(50_000, device=device)
+        replay = TensorDictReplayBuffer(storage=storage, batch_size=batch)
         state = {"td": env.reset()}
 
         def env_step(policy) -> None:
