@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import difflib
 import os
-import platform
 import re
-import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,7 +37,6 @@ __all__ = [
     "amd_machine",
     "apply_default_alloc_conf",
     "describe_device",
-    "machine_info",
     "parse_device_spec",
     "ray_learner_device",
     "ray_visibility_problem",
@@ -378,25 +375,6 @@ def describe_device(device: torch.device | str, *, api: TorchQueries | None = No
         device_count=0,
         bf16=api.cpu_bf16(),
     )
-
-
-def machine_info(device: torch.device | str, info: DeviceInfo | None = None) -> dict[str, Any]:
-    """What ran where: the date, OS, CPU, Python, torch (HIP, CUDA), ``device`` described
-    (``info``, else :func:`describe_device`) and torch's threads. A run folder's
-    ``device.json`` and a benchmark's ``results.json`` record it."""
-    info = info or describe_device(device)
-    return {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "hip": info.hip_version,
-        "cuda": info.cuda_version,
-        "device": info.to_dict(),
-        "torch_threads": torch.get_num_threads(),
-    }
 
 
 # ---------------------------------------------------------------------- Ray learners

@@ -20,8 +20,9 @@ from rlamd.algos import build_agent, get_algorithm
 from rlamd.algos.base import Policy
 from rlamd.collector import Collector
 from rlamd.config.sections import RunConfig
-from rlamd.device import describe_device, machine_info, resolve_device
+from rlamd.device import describe_device, resolve_device
 from rlamd.envs import env_notes, make_env
+from rlamd.machine import machine_info
 from rlamd.precision import configure_tf32
 from rlamd.threads import LoadWatch, apply_threads, plan_threads
 from rlamd.threads import describe as describe_threads

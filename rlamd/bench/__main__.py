@@ -19,8 +19,9 @@ from pathlib import Path
 import torch
 
 from rlamd.charts import new_chart, save_chart
-from rlamd.device import DeviceError, machine_info, resolve_device
+from rlamd.device import DeviceError, resolve_device
 from rlamd.hostalloc import tune_host_allocator
+from rlamd.machine import machine_info
 
 from .common import Figure, write_results
 from .load import LoadMonitor

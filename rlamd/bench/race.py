@@ -30,10 +30,11 @@ import torch
 
 from rlamd.children import stop
 from rlamd.config.layers import resolve
-from rlamd.device import DeviceError, machine_info, resolve_device
+from rlamd.device import DeviceError, resolve_device
 from rlamd.envs import AtariConfig, parse_env_id
 from rlamd.evaluate import eval_seed, evaluate_policy
 from rlamd.logger import EVALS_HEADER, eval_row, read_rows
+from rlamd.machine import machine_info
 from rlamd.threads import cores_available
 
 from .child import thread_env
