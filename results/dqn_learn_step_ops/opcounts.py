@@ -1,4 +1,5 @@
 """ATen ops doing work per eager DQN learn step, batch 128, fp32, Breakout shapes."""
+
 import torch
 
 import rlamd.bench  # noqa: F401  (registers the peers)
