@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["LAUNCH_CALLS", "RANGES", "Profile", "call_cost", "span"]
+__all__ = ["LAUNCH_CALLS", "RANGES", "Profile", "call_cost", "span", "sync"]
 
 RANGES = ("act", "env", "add", "learn", "sample", "update", "priorities")
 """The range names the training loop marks."""
@@ -186,8 +186,9 @@ _NO_WORK = frozenset(
 """Leaf ATen ops that only make views or allocate: no kernel on a GPU, no work on a CPU."""
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
+def sync(device: torch.device | str | None) -> None:
+    """Wait for queued GPU work so a timer measures it (a no-op on the CPU or for None)."""
+    if device is not None and torch.device(device).type == "cuda":
         torch.cuda.synchronize(device)
 
 
@@ -203,18 +204,18 @@ def call_cost(fn: Callable[[], object], device: torch.device | str, iters: int =
 
     device = torch.device(device)
     gpu = device.type == "cuda"
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
     host_us = (time.perf_counter() - t0) / iters * 1e6
-    _sync(device)
+    sync(device)
     acts = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if gpu else [])]
     with profile(activities=acts, schedule=schedule(wait=0, warmup=1, active=1, repeat=1)) as prof:
         for n in (1, iters):
             for _ in range(n):
                 fn()
-            _sync(device)
+            sync(device)
             prof.step()
     events = prof.events()
     if not gpu:

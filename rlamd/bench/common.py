@@ -17,19 +17,13 @@ import torch
 
 from rlamd.device import describe_device
 from rlamd.precision import resolve_precision
-from rlamd.profiling import call_cost
+from rlamd.profiling import call_cost, sync
 
 from .peer import Peer, PeerUnavailable, peers
 
 __all__ = ["MIN_REPEATS", "Contender", "Figure", "Ratio", "each_peer", "interleave", "measure"]
 
 MIN_REPEATS = 3  # timed rounds the command line gives every compared figure
-
-
-def sync(device: torch.device | str | None) -> None:
-    """Wait for queued GPU work so a timer measures it (a no-op on the CPU)."""
-    if device is not None and torch.device(device).type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def repeat(step: Callable[[], object], n: int, work: float | None = None) -> Callable[[], float]:
