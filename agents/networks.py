@@ -268,9 +268,18 @@ class EnsembleMLP(nn.Module):
         for w, b in hidden:
             x = F.relu(torch.baddbmm(b.to(x.dtype), x, w.to(x.dtype)))
         if not torch.is_autocast_enabled(x.device.type):
-            return torch.baddbmm(b_out, x.float(), w_out)
+            return _ensemble_out(x.float(), w_out, b_out)
         with torch.autocast(x.device.type, enabled=False):
-            return torch.baddbmm(b_out, x.float(), w_out)
+            return _ensemble_out(x.float(), w_out, b_out)
+
+
+def _ensemble_out(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``x @ w + b`` per member. On the CPU a single output (a Q-value) is a product and
+    a sum: a batched matrix-vector product runs several times slower there, forward and
+    backward (``results/ensemble_head/``). GPUs keep the one kernel (fewer launches)."""
+    if w.shape[-1] == 1 and x.device.type == "cpu":
+        return (x * w.transpose(1, 2)).sum(-1, keepdim=True) + b
+    return torch.baddbmm(b, x, w)
 
 
 class TwinQ(nn.Module):

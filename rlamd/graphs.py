@@ -27,6 +27,7 @@ replay no Python code runs.
 from __future__ import annotations
 
 import difflib
+import inspect
 import logging
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -278,6 +279,10 @@ def _signature(a: Any) -> Any:
     return a
 
 
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+_KW_ONLY = inspect.Parameter.KEYWORD_ONLY
+
+
 class Captured:
     """``fn(*args)`` run eagerly, or captured as one CUDA/HIP graph per call signature.
 
@@ -330,8 +335,16 @@ class Captured:
         self._scalars: dict[int, tuple[float, torch.Tensor]] = {}
         self._statics: dict[tuple, _Static] = {}
         self._why_eager: str | None = None if self.capture else f"graph mode {mode!r} on {device}"
+        try:
+            self._params: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):  # some builtins have none: positions only
+            self._params = None
+        params = self._params.parameters.values() if self._params else ()
+        self._positions = sum(p.kind in _POSITIONAL for p in params)
 
-    def __call__(self, *args: Any) -> Any:
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or len(args) < self._positions:
+            args = self._positional(args, kwargs)
         args = tuple(self._scalar(i, a) if type(a) is float else a for i, a in enumerate(args))
         if not self.capture:
             return self.fn(*args)
@@ -342,6 +355,24 @@ class Captured:
                 return self.fn(*args)
             static = self._statics[key] = _Static(self, args)
         return static(args)
+
+    def _positional(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """Every positional parameter by position, defaults filled in: ``act(obs)``,
+        ``act(obs, False)`` and ``act(obs, greedy=False)`` are one signature, one graph."""
+        if self._params is None:
+            if kwargs:
+                raise TypeError(f"{self.name}: takes positions only; got {sorted(kwargs)}")
+            return args
+        bound = self._params.bind(*args, **kwargs)
+        named = self._params.parameters
+        kw_only = sorted(k for k in kwargs if k not in named or named[k].kind is _KW_ONLY)
+        if kw_only:  # keyword-only parameters or **kwargs: no position to key them by
+            raise TypeError(
+                f"{self.name}: keyword-only {kw_only} cannot be captured; "
+                "accepted: parameters that can be passed by position"
+            )
+        bound.apply_defaults()
+        return bound.args
 
     def _scalar(self, position: int, value: float) -> torch.Tensor:
         last, t = self._scalars.get(position, (None, None))

@@ -38,9 +38,6 @@ __all__ = [
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
-WIDE_MLP = 256
-"""Hidden width and batch rows from which an MLP's matmuls gain from bf16 on the CPU."""
-
 
 def precision_refusal(
     spec: str, device_type: str, gpu_bf16: bool = True, gpu_name: str = "this GPU"
@@ -66,7 +63,7 @@ def resolve_precision(
     device: torch.device,
     native_bf16: bool,
     *,
-    mlp: tuple[int, int] | None = None,
+    mlp: bool = False,
 ) -> str:
     """Pick ``fp32``, ``bf16`` or ``fp16`` for ``spec`` on ``device``.
 
@@ -75,15 +72,13 @@ def resolve_precision(
     2-core AVX-512-BF16 CPU (Nature CNN DQN update, fused Adam): bf16 autocast gave 33.9
     updates/s against fp32's 15.0 at batch 128, and 100 against 55 at batch 32.
 
-    ``mlp`` is ``(narrowest hidden width, batch rows)`` of a network without a CNN (vector
-    observations). Such a network takes bf16 under ``auto`` only on a CPU with native bf16
-    and only when both numbers are at least :data:`WIDE_MLP`; otherwise fp32. Small
-    matmuls gain nothing from half precision and the casts cost more (``python -m
-    rlamd.bench classic``, PPO on CartPole, 64 wide, 8 envs, same run: fp32 8,889 env
-    steps/s, bf16 5,374). Wide ones do on such CPUs: SAC's update on Pendulum (256 wide,
-    batch 256, one thread, interleaved with SB3's fp32 update) made 1.49x SB3's updates/s
-    in bf16 against 1.16x in fp32. On GPUs an MLP's step is bound by kernel launches, so
-    it stays fp32 there.
+    ``mlp``: a network without a CNN (vector observations). It takes fp32 under ``auto``
+    on every device. Small matmuls gain nothing from half precision and the casts cost
+    more (PPO on CartPole, 64 wide: fp32 8,889 env steps/s, bf16 5,374). Wide ones run
+    faster in bf16 on such CPUs, but learn worse: SAC on HalfCheetah-v5, 300k steps,
+    seeds 1 and 2, ended at 7,251 and 6,145 in bf16 against 7,664 and 6,631 in fp32,
+    while fp32 still made 1.13x SB3's updates/s (README, SAC and TD3). On GPUs an MLP's
+    step is bound by kernel launches anyway. ``--precision bf16`` still asks for it.
 
     Raises:
         ValueError: an unknown ``spec``, or fp16 on the CPU (:func:`precision_refusal`).
@@ -97,9 +92,8 @@ def resolve_precision(
                 "accepted there: fp32, bf16, auto"
             )
         return spec
-    if mlp is not None:
-        wide = min(mlp) >= WIDE_MLP
-        return "bf16" if wide and native_bf16 and device.type == "cpu" else "fp32"
+    if mlp:
+        return "fp32"
     if native_bf16:
         return "bf16"
     return "fp16" if device.type == "cuda" else "fp32"

@@ -30,7 +30,8 @@ step() {  # step LIMIT TITLE COMMAND...: run COMMAND for at most LIMIT s (less i
   local rc=$?; [ $rc -ne 0 ] && echo "   exit status $rc"; return 0
 }
 
-cat > "$out/profile.py" <<'PY'
+# Not "profile.py": cProfile (imported by torch._dynamo) would import this file as "profile".
+cat > "$out/trace_learn.py" <<'PY'
 import sys, torch
 from rlamd.agents.dqn import DQN, DQNConfig
 from rlamd.algos.dqn import capture_dqn
@@ -99,16 +100,18 @@ PY
     $py -m rlamd.bench learner --device cuda --quick --out "$out/bench-learner"
   step 100 "bench: dqn (1 env, b128, SB3 on the same GPU, kernels per learn step)" \
     $py -m rlamd.bench dqn --device cuda --quick --out "$out/bench-dqn"
+  step 60 "sac: the learn step as one graph launch, updates/s against SB3's SAC on this GPU" \
+    $py "$out/sac_graph.py"
   step 45 "bench: device + replay (sample + update at 2^20: target <= 50 us)" \
     $py -m rlamd.bench device replay --device cuda --quick --out "$out/bench-device-replay"
-  step 70 "train: the default breakout DQN (8 envs), SPS once learning runs (target >= 3,000)" \
-    bash -c "$py -m rlamd.train breakout --steps 200000 --set dqn.learning_starts=20000 \
-      --log-every 20000 --eval-every 0 --checkpoint-every 1000000 --logdir '$out/train' \
-      --run-name dqn --no-tensorboard 2>&1 | tail -12"
+  step 90 "train: the default breakout DQN (8 envs), SPS once learning runs (target >= 3,000)" \
+    bash -c "$py -m rlamd.train breakout --steps 120000 --set dqn.learning_starts=20000 \
+      --log-every 10000 --eval-every 0 --checkpoint-every 1000000 --logdir '$out/train' \
+      --run-name dqn --no-tensorboard 2>&1 | grep -v signal | tail -15"
   step 90 "bench: ppo (8 and 64 envs, SB3 on the same GPU, raw env ceiling)" \
     $py -m rlamd.bench ppo --device cuda --quick --out "$out/bench-ppo"
   step 30 "memory: 1M Atari transitions on the device" $py "$out/memory.py"
-  step 40 "profile: one trace of 20 learn steps (Perfetto / TensorBoard)" $py "$out/profile.py" "$out"
+  step 40 "profile: one trace of 20 learn steps (Perfetto / TensorBoard)" $py "$out/trace_learn.py" "$out"
   if $py -c "import ray" 2>/dev/null; then
     step 50 "ray: one GPU learner, DQN on CartPole, short" \
       $py -m rlamd.train cartpole --ray --ray-address local --gpus-per-learner 1 --steps 8000 \
@@ -123,7 +126,5 @@ PY
   # trials as plain rlamd.train processes sharing the GPU (--threads = cores / K).
   step 150 "sweep: 1, 4 and 8 Breakout PPO trials on one GPU, aggregate SPS" \
     $py -m rlamd.sweep.bench breakout --algo ppo --device cuda --steps 50000 --trials 1,4,8
-  step 60 "sac: the learn step as one graph launch, updates/s against SB3's SAC on this GPU" \
-    $py "$out/sac_graph.py"
   echo; echo "== done in $((SECONDS - start)) s"
 } 2>&1 | tee "$out/log.txt"

@@ -135,6 +135,40 @@ def test_captured_keys_signatures_and_runs_eagerly_past_max_graphs():
     assert len(step._statics) == 2  # shapes (1,) and (2,); (3,) ran eagerly
 
 
+def test_captured_takes_keywords_as_the_positions_they_name():
+    # a wrapped method keeps its keywords (PPO's act(obs, greedy=True) under capture)
+    def fn(x, scale=1.0, greedy=False, shift=0):
+        return (x * scale + shift).argmax() if greedy else x * scale + shift
+
+    for step in (Captured(fn, CPU), _static_path(fn)):
+        x = torch.tensor([1.0, 3.0, 2.0])
+        assert torch.equal(step(x, greedy=True), torch.tensor(1))
+        assert torch.equal(step(x, shift=1), torch.tensor([2.0, 4.0, 3.0]))  # skips two
+        assert torch.equal(step(x), x)
+        assert torch.equal(step(x, 1.0, False, 0), x)  # the same call, by position
+        with pytest.raises(TypeError, match="greed"):
+            step(x, greed=True)
+    assert len(step._statics) == 3  # greedy, shift, neither: defaults fill the rest
+
+
+def test_captured_methods_take_keywords_and_refuse_keyword_only_ones():
+    class Agent:
+        @torch.no_grad()
+        def act(self, obs, greedy=False):
+            return obs.argmax() if greedy else obs * 2
+
+        def step(self, obs, *, scale=1.0):
+            return obs * scale
+
+    agent = capture_methods(Agent(), CPU, "off", act=(), step=())
+    obs = torch.tensor([1.0, 3.0])
+    assert torch.equal(agent.act(obs, greedy=True), torch.tensor(1))
+    assert torch.equal(agent.act(obs), obs * 2)
+    assert torch.equal(agent.step(obs), obs)  # keyword-only defaults stay the method's
+    with pytest.raises(TypeError, match="agent step: keyword-only \\['scale'\\]"):
+        agent.step(obs, scale=2.0)
+
+
 def test_capture_and_release_methods_wrap_from_outside():
     class Agent:
         def __init__(self):

@@ -86,15 +86,12 @@ def test_resolve_precision():
     assert resolve_precision("auto", gpu, native_bf16=True) == "bf16"
     assert resolve_precision("auto", gpu, native_bf16=False) == "fp16"
     assert resolve_precision("fp32", gpu, native_bf16=True) == "fp32"
-    # no CNN: auto is fp32 for narrow MLPs (small matmuls gain nothing, casts cost) and
-    # on GPUs (launch-bound); bf16 for wide ones on a bf16 CPU; explicit wins
-    assert resolve_precision("auto", gpu, native_bf16=True, mlp=(256, 256)) == "fp32"
-    assert resolve_precision("auto", cpu, native_bf16=True, mlp=(256, 256)) == "bf16"
-    assert resolve_precision("auto", cpu, native_bf16=True, mlp=(400, 256)) == "bf16"
-    assert resolve_precision("auto", cpu, native_bf16=True, mlp=(128, 256)) == "fp32"
-    assert resolve_precision("auto", cpu, native_bf16=True, mlp=(256, 32)) == "fp32"
-    assert resolve_precision("auto", cpu, native_bf16=False, mlp=(256, 256)) == "fp32"
-    assert resolve_precision("bf16", cpu, native_bf16=True, mlp=(64, 64)) == "bf16"
+    # no CNN: auto is fp32 on every device (small matmuls gain nothing; wide ones learn
+    # worse in bf16); an explicit precision wins
+    for device in (cpu, gpu):
+        assert resolve_precision("auto", device, native_bf16=True, mlp=True) == "fp32"
+    assert resolve_precision("auto", cpu, native_bf16=True, mlp=False) == "bf16"
+    assert resolve_precision("bf16", cpu, native_bf16=True, mlp=True) == "bf16"
     with pytest.raises(ValueError, match="precision='fp8'; accepted: auto, fp32, bf16, fp16"):
         resolve_precision("fp8", cpu, True)
     with pytest.raises(ValueError, match="not supported on the CPU"):
@@ -122,18 +119,20 @@ def test_loading_optimizer_state_keeps_this_runs_settings_and_lr_tensor():
 
 
 @pytest.mark.parametrize(
-    ("algo", "env", "native", "want"),
+    ("algo", "env", "precision", "native", "want"),
     [
-        ("sac", "Pendulum-v1", True, "bf16"),  # 256 wide, batch 256
-        ("td3", "Pendulum-v1", True, "bf16"),
-        ("sac", "Pendulum-v1", False, "fp32"),
-        ("ppo", "Pendulum-v1", True, "fp32"),  # 64 wide
-        ("dqn", "CartPole-v1", True, "fp32"),  # batch 32
+        ("sac", "Pendulum-v1", "auto", True, "fp32"),  # 256 wide: learns worse in bf16
+        ("td3", "Pendulum-v1", "auto", True, "fp32"),
+        ("ppo", "Pendulum-v1", "auto", True, "fp32"),  # 64 wide
+        ("sac", "Pendulum-v1", "bf16", True, "bf16"),  # asked for
+        ("dqn", "breakout", "auto", True, "bf16"),  # Nature CNN
+        ("dqn", "breakout", "auto", False, "fp32"),
     ],
 )
-def test_auto_precision_follows_the_algorithms_network_size(monkeypatch, algo, env, native, want):
-    """``auto`` reads the hidden widths and batch size from the algorithm's own section:
-    on a bf16 CPU the wide off-policy critics take bf16, the small MLPs stay fp32."""
+def test_auto_precision_follows_the_algorithms_network(
+    monkeypatch, algo, env, precision, native, want
+):
+    """``auto`` on a CPU: bf16 for a CNN where bf16 is native, fp32 for every MLP."""
     import dataclasses
 
     from rlamd.algos import base, build_agent
@@ -146,7 +145,8 @@ def test_auto_precision_follows_the_algorithms_network_size(monkeypatch, algo, e
         return dataclasses.replace(real(device), bf16=native)
 
     monkeypatch.setattr(base, "describe_device", described)
-    cfg = RunConfig.from_dict({"train": {"env": env, "algo": algo, "device": "cpu"}})
+    train = {"env": env, "algo": algo, "device": "cpu", "precision": precision}
+    cfg = RunConfig.from_dict({"train": train})
     vec = make_env(env, num_envs=1)
     try:
         agent = build_agent(cfg, torch.device("cpu"), vec)

@@ -201,11 +201,8 @@ def build_learner(
     """
     shape, dtype, _ = obs_info(env)
     cnn = dtype == torch.uint8 and len(shape) == 3
-    # An MLP's size decides (settings without hidden widths or a batch size count as small).
-    width = min(getattr(settings, "hidden", ()), default=0)
-    mlp = None if cnn else (width, getattr(settings, "batch_size", 0))
     bf16 = describe_device(device).bf16
-    mode = resolve_precision(cfg.train.precision, device, bf16, mlp=mlp)
+    mode = resolve_precision(cfg.train.precision, device, bf16, mlp=not cnn)
     precision = Precision(
         mode, device, max_grad_norm=settings.max_grad_norm, grad_clamp=settings.grad_clamp
     )

@@ -64,7 +64,7 @@ class TrainConfig:
     """auto, cpu, cuda[:N], hip[:N] or rocm[:N] (hip/rocm map to torch's cuda on ROCm)."""
     precision: str = "auto"
     """auto, fp32, bf16 or fp16 (auto: bf16 where native, fp16 on other GPUs, else fp32;
-    MLPs: fp32, or bf16 on a bf16 CPU when 256 wide and batched by 256 or more)."""
+    networks without a CNN: fp32)."""
     seed: int = 1
     """Seeds torch, the agent, the replay and the envs."""
     logdir: str = "runs"
