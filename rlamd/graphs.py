@@ -281,6 +281,7 @@ def _signature(a: Any) -> Any:
 
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 _KW_ONLY = inspect.Parameter.KEYWORD_ONLY
+_EMPTY = inspect.Parameter.empty
 
 
 class Captured:
@@ -340,7 +341,8 @@ class Captured:
         except (TypeError, ValueError):  # some builtins have none: positions only
             self._params = None
         params = self._params.parameters.values() if self._params else ()
-        self._positions = sum(p.kind in _POSITIONAL for p in params)
+        self._defaults = tuple(p.default for p in params if p.kind in _POSITIONAL)
+        self._positions = len(self._defaults)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if kwargs or len(args) < self._positions:
@@ -359,10 +361,11 @@ class Captured:
     def _positional(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
         """Every positional parameter by position, defaults filled in: ``act(obs)``,
         ``act(obs, False)`` and ``act(obs, greedy=False)`` are one signature, one graph."""
-        if self._params is None:
-            if kwargs:
-                raise TypeError(f"{self.name}: takes positions only; got {sorted(kwargs)}")
-            return args
+        missing = self._defaults[len(args) :]
+        if not kwargs and _EMPTY not in missing:  # the usual case, act(obs): no binding
+            return args + missing
+        if self._params is None:  # no signature: no positions, so kwargs were given
+            raise TypeError(f"{self.name}: takes positions only; got {sorted(kwargs)}")
         bound = self._params.bind(*args, **kwargs)
         named = self._params.parameters
         kw_only = sorted(k for k in kwargs if k not in named or named[k].kind is _KW_ONLY)

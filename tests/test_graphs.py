@@ -148,6 +148,8 @@ def test_captured_takes_keywords_as_the_positions_they_name():
         assert torch.equal(step(x, 1.0, False, 0), x)  # the same call, by position
         with pytest.raises(TypeError, match="greed"):
             step(x, greed=True)
+        with pytest.raises(TypeError, match="missing a required argument: 'x'"):
+            step(scale=2.0)
     assert len(step._statics) == 3  # greedy, shift, neither: defaults fill the rest
 
 
