@@ -342,10 +342,9 @@ class Captured:
             self._params = None
         params = self._params.parameters.values() if self._params else ()
         self._defaults = tuple(p.default for p in params if p.kind in _POSITIONAL)
-        self._positions = len(self._defaults)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs or len(args) < self._positions:
+        if kwargs or len(args) < len(self._defaults):
             args = self._positional(args, kwargs)
         args = tuple(self._scalar(i, a) if type(a) is float else a for i, a in enumerate(args))
         if not self.capture:
