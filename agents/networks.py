@@ -329,6 +329,8 @@ class GaussianActor(nn.Module):
         obs_size, action_size: flat widths.
         hidden: MLP widths (ReLU).
         low, high: the action box (flat).
+        squash_eps: the tanh's log-Jacobian is ``log(1 - tanh^2 u + squash_eps)`` (SB3 and
+            CleanRL add 1e-6); 0 takes the exact, stable form (see :meth:`sample`).
     """
 
     def __init__(
@@ -341,8 +343,10 @@ class GaussianActor(nn.Module):
         *,
         log_std_min: float = -20.0,
         log_std_max: float = 2.0,
+        squash_eps: float = 0.0,
     ) -> None:
         super().__init__()
+        self.squash_eps = squash_eps
         self.torso = MLP(obs_size, hidden)
         self.mean = nn.Linear(self.torso.out_features, action_size)
         self.log_std = nn.Linear(self.torso.out_features, action_size)
@@ -362,17 +366,23 @@ class GaussianActor(nn.Module):
         .. math:: \\log \\pi(a|s) = \\log N(u; \\mu, \\sigma)
                   - \\sum_j \\log\\big(1 - \\tanh^2 u_j\\big)
 
-        with ``log(1 - tanh^2 u) = 2 (log 2 - u - softplus(-2u))``, stable for large
-        ``|u|``. The density is that of the unit box (as SB3 takes it), so a target entropy
-        of ``-dim(A)`` means the same for any action bounds; the box's half-widths would
-        only shift it by a constant.
+        with ``log(1 - tanh^2 u) = 2 (log 2 - u - softplus(-2u))``, exact and stable for
+        large ``|u|``, when ``squash_eps`` is 0; otherwise ``log(1 - tanh^2 u + squash_eps)``,
+        as SB3 and CleanRL take it (with their 1e-6 the correction stops growing past
+        ``|u|`` of about 7, where the exact one keeps growing). The density is that of the
+        unit box (as SB3 takes it), so a target entropy of ``-dim(A)`` means the same for
+        any action bounds; the box's half-widths would only shift it by a constant.
         """
         mean, log_std = self(obs)
         u = mean + log_std.exp() * noise
         log_n = -0.5 * noise.pow(2) - log_std - 0.5 * math.log(2 * math.pi)
-        log_det = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
+        squashed = torch.tanh(u)
+        if self.squash_eps > 0:
+            log_det = torch.log(1 - squashed.pow(2) + self.squash_eps)
+        else:
+            log_det = 2.0 * (math.log(2.0) - u - F.softplus(-2.0 * u))
         logp = (log_n - log_det).sum(-1)
-        return self.bounds(torch.tanh(u)), logp
+        return self.bounds(squashed), logp
 
     def mean_action(self, obs: torch.Tensor) -> torch.Tensor:
         """``scale * tanh(mu) + bias``: the action evaluations take."""

@@ -53,6 +53,9 @@ class SACConfig(OffPolicySettings):
     """Lower clamp of the policy's log standard deviation (SB3)."""
     log_std_max: float = 2.0
     """Upper clamp of the policy's log standard deviation (SB3)."""
+    squash_eps: float = 1e-6
+    """The tanh's log-Jacobian is log(1 - tanh(u)^2 + squash_eps), as SB3 and CleanRL take
+    it (their 1e-6); 0: the exact form, which keeps growing for saturated actions."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -63,6 +66,8 @@ class SACConfig(OffPolicySettings):
                 raise ValueError(f"{name}={getattr(self, name)}; accepted: a number > 0")
         if self.ent_coef is not None and not self.ent_coef >= 0:
             raise ValueError(f"ent_coef={self.ent_coef}; accepted: a number >= 0, or auto")
+        if not self.squash_eps >= 0:
+            raise ValueError(f"squash_eps={self.squash_eps}; accepted: a number >= 0 (0: exact)")
         if not self.log_std_min < self.log_std_max:
             raise ValueError(
                 f"log_std_min={self.log_std_min}; accepted: a number below log_std_max="
@@ -89,6 +94,7 @@ class SAC(TwinCriticAgent):
             high,
             log_std_min=cfg.log_std_min,
             log_std_max=cfg.log_std_max,
+            squash_eps=cfg.squash_eps,
         )
 
     def _more(self, low: torch.Tensor, high: torch.Tensor, capturable: bool) -> None:

@@ -68,6 +68,9 @@ class TD3(TwinCriticAgent):
     STATS = 6
     """[critic loss, mean Q, |TD|, actor loss, critic steps, actor steps]"""
     ACTOR_PHASE = 1
+    CRITIC_LOSS_SCALE = 1.0
+    """The sum of the two critics' mean squared errors, without SAC's 1/2 (SB3; Fujimoto
+    et al.'s code)."""
 
     def _make_actor(
         self, obs_size: int, low: torch.Tensor, high: torch.Tensor

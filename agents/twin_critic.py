@@ -4,12 +4,14 @@ Both learn two Q-functions from the same replay with the clipped double-Q target
 Fujimoto et al. 2018 (https://arxiv.org/abs/1802.09477),
 
 .. math:: y = G + g \\, \\big(\\min_i Q_{\\bar\\theta_i}(s', a') - c(s', a')\\big),\\qquad
-          L = \\tfrac12 \\sum_i \\tfrac1B \\sum_b w_b \\big(Q_{\\theta_i}(s_b, a_b) - y_b\\big)^2
+          L = k \\sum_i \\tfrac1B \\sum_b w_b \\big(Q_{\\theta_i}(s_b, a_b) - y_b\\big)^2
 
 with ``G`` the n-step return, ``g = gamma^m`` (0 at a termination), ``w`` the importance
-weights of a prioritized replay (1 when uniform) and ``c`` SAC's entropy term (0 for
-TD3); the mean ``|Q_i - y|`` over the critics is the new priority. Targets follow by a
-Polyak blend, ``theta_bar <- (1 - tau) theta_bar + tau theta``.
+weights of a prioritized replay (1 when uniform), ``c`` SAC's entropy term (0 for TD3)
+and ``k`` SAC's 1/2 and TD3's 1, as SB3 writes them (Adam cancels the scale but for its
+epsilon; with SB3's ``k`` each update equals SB3's to float rounding,
+``tests/agents/test_sb3_parity.py``). The mean ``|Q_i - y|`` over the critics is the new
+priority. Targets follow by a Polyak blend, ``theta_bar <- (1 - tau) theta_bar + tau theta``.
 """
 
 from __future__ import annotations
@@ -139,6 +141,7 @@ class TwinCritic:
         lr, adam_eps: Adam's settings.
         device, precision: where, and the clamped mixed-precision helper.
         capturable: an optimizer a captured graph can step.
+        loss_scale: ``k`` in the loss above.
     """
 
     def __init__(
@@ -152,7 +155,9 @@ class TwinCritic:
         precision: Precision,
         *,
         capturable: bool = False,
+        loss_scale: float = 0.5,
     ) -> None:
+        self.loss_scale = loss_scale
         self.q = TwinQ(obs_size, action_size, hidden).to(device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
         self.params = list(self.q.parameters())
@@ -174,7 +179,7 @@ class TwinCritic:
         with self.precision.autocast():
             q = self.q(obs, actions)  # (2, B), float32
         td = q - target
-        loss = 0.5 * (weights * td.pow(2)).mean(1).sum()
+        loss = self.loss_scale * (weights * td.pow(2)).mean(1).sum()
         self.precision.step(loss, self.optimizer, self.params)
         return loss.detach(), q.detach().mean(), td.detach().abs().mean(0)
 
@@ -261,6 +266,8 @@ class TwinCriticAgent:
     """Width of the metric sums kept on the device."""
     ACTOR_PHASE: int = 0
     """The actor updates when ``(updates + ACTOR_PHASE) % policy_frequency == 0``."""
+    CRITIC_LOSS_SCALE: float = 0.5
+    """``k`` of the critics' loss (module docstring)."""
 
     def __init__(
         self,
@@ -292,6 +299,7 @@ class TwinCriticAgent:
             device,
             precision,
             capturable=capturable,
+            loss_scale=self.CRITIC_LOSS_SCALE,
         )
         self.actor_params = list(self.actor.parameters())
         self.actor_precision = copy_precision(precision)

@@ -51,18 +51,44 @@ def test_actions_have_the_box_shape_and_stay_inside_it():
     assert not torch.equal(agent.act(obs, 0.0), agent.act(obs, 0.0))
 
 
-def test_log_density_of_the_squashed_gaussian_matches_a_change_of_variables():
+@pytest.mark.parametrize("squash_eps, atol", [(0.0, 1e-4), (1e-6, 1e-3)])
+def test_log_density_of_the_squashed_gaussian_matches_a_change_of_variables(squash_eps, atol):
     """log pi(a) = log N(u) - sum log|da/du|, with a = scale * tanh(u) + bias, checked against
-    torch.distributions (log-density in [-1, 1]^d, as the target entropy -dim(A) reads it)."""
-    agent = _agent()
+    torch.distributions (log-density in [-1, 1]^d, as the target entropy -dim(A) reads it);
+    SB3's 1e-6 inside the log moves it by less than 1e-3 where |u| stays moderate."""
+    agent = _agent(squash_eps=squash_eps)
     obs, noise = torch.randn(64, 3), torch.randn(64, 2)
     action, logp = agent.actor.sample(obs, noise)
     mean, log_std = agent.actor(obs)
     u = mean + log_std.exp() * noise
     base = torch.distributions.Normal(mean, log_std.exp()).log_prob(u).sum(-1)
     expected = base - torch.log1p(-torch.tanh(u).pow(2)).sum(-1)
-    assert torch.allclose(logp, expected, atol=1e-4)
+    assert torch.allclose(logp, expected, atol=atol)
     assert torch.allclose(action, agent.actor.bounds(torch.tanh(u)))
+
+
+def test_squash_eps_caps_the_correction_of_saturated_actions_as_sb3_does():
+    """Far into the tanh's flat part the exact correction keeps growing (2|u| - 2 log 2 per
+    dimension); with SB3's 1e-6 it stops at -log(1e-6) = 13.8."""
+    exact, sb3 = _agent(squash_eps=0.0), _agent(squash_eps=1e-6)
+    sb3.actor.load_state_dict(exact.actor.state_dict())
+    with torch.no_grad():
+        for actor in (exact.actor, sb3.actor):
+            actor.mean.bias.fill_(20.0)  # u = 20 + small terms: tanh(u) is 1 in float32
+            actor.mean.weight.zero_()
+    obs, noise = torch.randn(8, 3), torch.zeros(8, 2)
+    (_, lp_exact), (_, lp_sb3) = exact.actor.sample(obs, noise), sb3.actor.sample(obs, noise)
+    _, log_std = exact.actor(obs)
+    log_n = (-log_std - 0.5 * np.log(2 * np.pi)).sum(-1)
+    assert torch.allclose(
+        lp_exact - log_n, torch.full((8,), 2 * (2 * 20 - 2 * np.log(2))), atol=1e-3
+    )
+    assert torch.allclose(lp_sb3 - log_n, torch.full((8,), -2 * np.log(1e-6)), atol=1e-3)
+
+
+def test_squash_eps_must_not_be_negative():
+    with pytest.raises(ValueError, match=r"squash_eps=-1.0; accepted: a number >= 0"):
+        SACConfig(squash_eps=-1.0)
 
 
 def test_a_learn_step_moves_critics_actor_temperature_and_the_targets_by_tau():
