@@ -329,8 +329,8 @@ class GaussianActor(nn.Module):
         obs_size, action_size: flat widths.
         hidden: MLP widths (ReLU).
         low, high: the action box (flat).
-        squash_eps: the tanh's log-Jacobian is ``log(1 - tanh^2 u + squash_eps)`` (SB3 and
-            CleanRL add 1e-6); 0 takes the exact, stable form (see :meth:`sample`).
+        squash_eps: the tanh's log-Jacobian is ``log(1 - tanh^2 u + squash_eps)`` (SB3's
+            and CleanRL's 1e-6); 0 takes the exact, stable form (see :meth:`sample`).
     """
 
     def __init__(
@@ -343,7 +343,7 @@ class GaussianActor(nn.Module):
         *,
         log_std_min: float = -20.0,
         log_std_max: float = 2.0,
-        squash_eps: float = 0.0,
+        squash_eps: float = 1e-6,
     ) -> None:
         super().__init__()
         self.squash_eps = squash_eps
