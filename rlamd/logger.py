@@ -15,12 +15,13 @@ with one line (:mod:`rlamd.storage`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from rlamd.storage import write_bytes_atomic, write_text_atomic
@@ -271,6 +272,16 @@ class RunLogger:
         now = time.perf_counter()
         if now - self._shown_t >= PLAIN_EVERY_S:
             self._show(step, *self._rates(step, updates, now), now)
+
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Time spent inside (evaluations, checkpoints) is left out of the next SPS and
+        upd/s: they are the training's rates. The ETA still counts it."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._last_t += time.perf_counter() - start
 
     def _rates(self, step: int, updates: int, now: float) -> tuple[float, float]:
         dt = max(now - self._last_t, 1e-9)

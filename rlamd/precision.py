@@ -276,9 +276,7 @@ class Precision:
         if self.max_grad_norm is not None:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm, foreach=True)
         else:
-            norm = torch.linalg.vector_norm(
-                torch.stack([torch.linalg.vector_norm(g) for g in grads])
-            )
+            norm = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
         if self.grad_clamp is not None:
             torch.nn.utils.clip_grad_value_(params, self.grad_clamp, foreach=True)
         finite = torch.isfinite(norm) & torch.isfinite(loss_value)

@@ -341,11 +341,13 @@ class _Run:
         else:
             self.logger.progress(step, self.engine.updates)
         minutes = train.checkpoint_minutes
+        late = bool(minutes) and time.monotonic() - self._saved_at >= minutes * 60
         # The checkpoint first: an evaluation that never ends must not cost the steps before.
-        if step >= due["ckpt"] or (minutes and time.monotonic() - self._saved_at >= minutes * 60):
-            self.checkpoint()
-        if "eval" in due and step >= due["eval"]:
-            self._evaluate()
+        with self.logger.paused():  # neither counts in the training's rates
+            if step >= due["ckpt"] or late:
+                self.checkpoint()
+            if step >= due.get("eval", step + 1):
+                self._evaluate()
         return {k: (step // every[k] + 1) * every[k] if step >= d else d for k, d in due.items()}
 
     def _forecast(self, started: float, start: int) -> None:

@@ -175,3 +175,21 @@ def test_the_bar_shows_one_eta_and_keeps_its_total_past_the_requested_steps(tmp_
     text = str(logger.bar)
     assert logger.bar.total == 150_016 and "100%" in text and "|" in text
     logger.close()
+
+
+def test_time_paused_for_evaluations_is_left_out_of_the_rates(tmp_path, monkeypatch):
+    """Regression: a 3 s evaluation inside a 60 s log interval showed as a 5% slower
+    training (the SB3 comparison's rates leave evaluations out)."""
+    import rlamd.logger as logger_module
+
+    clock = iter([0.0, 1.0, 10.0, 10.0, 12.0, 12.0])  # start; pause 1-10; logs at 10, 12
+    monkeypatch.setattr(logger_module.time, "perf_counter", lambda: next(clock))
+    logger = RunLogger(tmp_path, 1_000, 0, tensorboard=False, progress=False)
+    with logger.paused():
+        pass
+    first = logger.log(100, 10, {})
+    second = logger.log(300, 30, {})
+    logger.close()
+    assert first["charts/SPS"] == pytest.approx(100 / 1.0)  # 10 s less the 9 s pause
+    assert first["charts/updates_per_s"] == pytest.approx(10 / 1.0)
+    assert second["charts/SPS"] == pytest.approx(200 / 2.0)  # the pause counts once

@@ -359,10 +359,13 @@ class TransitionStorage:
         C = self.per_stream
         stream = torch.div(index, C, rounding_mode="floor")
         t = index - stream * C
-        pos = stream[:, None] * C + (t[:, None] + self._steps).remainder(C)  # (B, n)
-        stop = (self.flags[pos] & (TERMINAL | END)) > 0
-        returns, steps = nstep_window(self.rewards[pos], stop, self._gamma_pow)  # m >= 1
-        last = pos.gather(1, (steps - 1)[:, None]).squeeze(1)
+        if self.n_step == 1:  # the record's own reward: nstep_window's sum of one term
+            last, returns, steps = index, self.rewards[index].to(torch.float32), 1
+        else:
+            pos = stream[:, None] * C + (t[:, None] + self._steps).remainder(C)  # (B, n)
+            stop = (self.flags[pos] & (TERMINAL | END)) > 0
+            returns, steps = nstep_window(self.rewards[pos], stop, self._gamma_pow)  # m >= 1
+            last = pos.gather(1, (steps - 1)[:, None]).squeeze(1)
         terminal = (self.flags[last] & TERMINAL) > 0
         discounts = self._gamma_pow[steps] * (~terminal).to(torch.float32)
         next_index = stream * C + (t + steps).remainder(C)
