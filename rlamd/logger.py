@@ -38,8 +38,9 @@ __all__ = [
 
 PLAIN_EVERY_S = 30.0
 """Plain progress lines come at least this often, between the log points' lines."""
-_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
-"""tqdm's default without its own ETA (``<remaining``): the postfix carries rlamd's."""
+_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]"
+"""tqdm's default without its own ETA (``<remaining``) and rate, which count evaluations:
+the postfix carries rlamd's."""
 
 _WRITER_THREAD = "_AsyncWriterThread"
 """TensorBoard's event writer thread (``tensorboard.summary.writer.event_file_writer``)."""
