@@ -197,8 +197,7 @@ class _Run:
     def __init__(
         self, cfg: RunConfig, resume_state: dict | None, folder: RunFolder, debug: bool = False
     ) -> None:
-        self.cfg, self.run_dir, self.state = cfg, folder.path, resume_state or {}
-        self.debug = debug
+        self.cfg, self.run_dir, self.state, self.debug = cfg, folder.path, resume_state or {}, debug
         self.step = int(self.state.get("step", 0))
         self.saved_step: int | None = self.step if resume_state else None
         """The step of the last good checkpoint in the folder (None: there is none)."""
@@ -340,14 +339,15 @@ class _Run:
             self._skips.check(self.engine.updates, values)
         else:
             self.logger.progress(step, self.engine.updates)
-        minutes = train.checkpoint_minutes
-        late = bool(minutes) and time.monotonic() - self._saved_at >= minutes * 60
+        late = bool(m := train.checkpoint_minutes) and time.monotonic() - self._saved_at >= m * 60
+        ckpt, evaluate = step >= due["ckpt"] or late, step >= due.get("eval", step + 1)
         # The checkpoint first: an evaluation that never ends must not cost the steps before.
-        with self.logger.paused():  # neither counts in the training's rates
-            if step >= due["ckpt"] or late:
-                self.checkpoint()
-            if step >= due.get("eval", step + 1):
-                self._evaluate()
+        if ckpt or evaluate:
+            with self.logger.paused():  # neither counts in the training's rates
+                if ckpt:
+                    self.checkpoint()
+                if evaluate:
+                    self._evaluate()
         return {k: (step // every[k] + 1) * every[k] if step >= d else d for k, d in due.items()}
 
     def _forecast(self, started: float, start: int) -> None:
