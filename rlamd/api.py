@@ -127,7 +127,8 @@ def fit(
             ``"package.module:make_env"``) or a callable returning a ``gymnasium.Env``
             (a function at the top of an importable module can also be resumed and
             evaluated from other processes; a lambda only in this one).
-        algo: ``ppo`` or ``dqn``.
+        algo: a registered algorithm (a key of ``rlamd.algos.ALGORITHMS``: ``dqn``,
+            ``ppo``, ``sac``, ``td3`` and any a plugin registers).
         steps: env steps (default: the env family's preset).
         settings: any setting, as ``--set`` names it: ``{"ppo.lr": 3e-4, "env.vector":
             "async"}``; they win over the arguments above.

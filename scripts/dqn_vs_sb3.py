@@ -261,7 +261,49 @@ def report_evals(out: Path, title: str = "") -> None:
     ratios = [a / b for a, b in rates if a and b]
     if ratios:
         print(f"updates/s ratio rlamd/SB3 per seed: {', '.join(f'{r:.2f}' for r in ratios)}")
+    for line in compare_lines(evals["rlamd"], evals["SB3"], marks):
+        print(line)
     _chart(out, marks, evals, title or out.name)
+
+
+def _signed(value: float) -> str:
+    return f"{value:+,.0f}"
+
+
+def _comparison(label: str, ours: list[float], theirs: list[float]) -> str:
+    from rlamd.sweep.stats import compare
+
+    c = compare(ours, theirs)
+    (m, m_lo, m_hi), (q, q_lo, q_hi), (p, p_lo, p_hi) = c.mean_gap, c.iqm_gap, c.improvement
+    return (
+        f"{label}, {c.n[0]} and {c.n[1]} seeds: rlamd - SB3 mean {_signed(m)} "
+        f"[{_signed(m_lo)}, {_signed(m_hi)}], IQM {_signed(q)} [{_signed(q_lo)}, {_signed(q_hi)}]"
+        f"; P(rlamd > SB3) {p:.2f} [{p_lo:.2f}, {p_hi:.2f}]"
+    )
+
+
+def compare_lines(ours: list[dict], theirs: list[dict], marks: list[int]) -> list[str]:
+    """rlamd against SB3 (:func:`rlamd.sweep.stats.compare`, 95% bootstrap intervals in
+    brackets) at the last evaluation every run reached, and on each seed's mean over the
+    evaluations every run reached (the area under its curve: one evaluation's swing
+    counts for one of many). No lines while either side has fewer than two runs there."""
+    runs = [e for e in (*ours, *theirs) if e]
+    shared = [m for m in marks if runs and all(m in e for e in runs)]
+    mine, peer = [e for e in ours if e], [e for e in theirs if e]
+    if not shared or min(len(mine), len(peer)) < 2:
+        return []
+    last = shared[-1]
+    span = f"{shared[0] / 1000:g}k-{last / 1000:g}k"
+    return [
+        _comparison(f"at {last / 1000:g}k", [e[last] for e in mine], [e[last] for e in peer]),
+        _comparison(
+            f"mean of the evaluations {span}",
+            [statistics.mean(e[m] for m in shared) for e in mine],
+            [statistics.mean(e[m] for m in shared) for e in peer],
+        ),
+        "(95% percentile bootstrap intervals in brackets, seeds resampled on each side; "
+        "P: a run of each drawn at random, 0.5 is a tie)",
+    ]
 
 
 def _axes() -> tuple[Any, Any]:

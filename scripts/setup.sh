@@ -3,7 +3,7 @@
 #
 #   bash scripts/setup.sh            runtime only
 #   bash scripts/setup.sh --dev      + pytest, ruff (for the test suite)
-#   bash scripts/setup.sh --bench    + Stable-Baselines3, matplotlib (peer benchmarks)
+#   bash scripts/setup.sh --bench    + Stable-Baselines3, matplotlib, SciPy (peer benchmarks)
 #   bash scripts/setup.sh --bench-peers  + .venv-peers/NAME for peers that cannot share rlamd's
 #                                    env (Sample Factory 2.1.1: gymnasium<1, numpy<2)
 #   bash scripts/setup.sh --ray      + ray[default,rllib] (cluster training)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "dqn_vs_sb3.py"
 
 
@@ -34,3 +36,21 @@ def test_report_means_the_last_100_games_and_leaves_unreached_marks_empty(tmp_pa
     # at 100k the rlamd games ending at <= 100k are games 0..199: the last 100 are 100..199
     assert rlamd == ["149.50", "249.50"]
     assert sb3 == ["2.00", "-"]
+
+
+def test_comparison_lines_use_the_marks_every_run_reached():
+    pytest.importorskip("scipy")
+    mod = _script()
+    marks = [10_000, 20_000, 30_000]
+    ours = [{10_000: 5.0, 20_000: 50.0, 30_000: 500.0}, {10_000: 7.0, 20_000: 70.0}]
+    theirs = [{10_000: 1.0, 20_000: 10.0, 30_000: 100.0}, {10_000: 3.0, 20_000: 30.0}]
+    at, curve, legend = mod.compare_lines(ours, theirs, marks)
+    # 30k is left out (the second seeds stopped at 20k): at 20k the means are 60 and 20
+    assert at.startswith("at 20k, 2 and 2 seeds: rlamd - SB3 mean +40 ")
+    assert "P(rlamd > SB3) 1.00 [1.00, 1.00]" in at
+    # per seed over 10k-20k: (27.5, 38.5) against (5.5, 16.5): gap 22
+    assert curve.startswith("mean of the evaluations 10k-20k, 2 and 2 seeds: rlamd - SB3 mean +22 ")
+    assert "bootstrap" in legend
+    # one run a side cannot be resampled: no lines rather than intervals of nothing
+    assert mod.compare_lines(ours[:1], theirs, marks) == []
+    assert mod.compare_lines([], [], marks) == []

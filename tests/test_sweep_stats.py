@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from rlamd.sweep.stats import interval, iqm, summarize
+from rlamd.sweep.stats import compare, interval, iqm, summarize
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -51,3 +51,38 @@ def test_summarize_one_configuration():
     assert s.low <= s.iqm <= s.high
     empty = summarize([])
     assert empty.n == 0 and math.isnan(empty.iqm)
+
+
+def test_compare_two_groups_by_gap_and_probability_of_improvement():
+    c = compare([11.0, 12.0, 13.0], [1.0, 2.0, 3.0], resamples=2000)
+    assert c.n == (3, 3)
+    assert c.mean_gap[0] == pytest.approx(10.0)
+    # every resample of X lies in [11, 13] and of Y in [1, 3]: gaps 8..12, X always ahead
+    assert 8.0 <= c.mean_gap[1] < 10.0 < c.mean_gap[2] <= 12.0
+    assert c.improvement == (1.0, 1.0, 1.0)
+    # ties count half: of the pairs (1,2) (1,3) (2,2) (2,3) only (2,2) scores, 0.5 / 4
+    assert compare([1.0, 2.0], [2.0, 3.0]).improvement[0] == pytest.approx(0.125)
+    # rliable's definition: the Mann-Whitney U of X over Y, divided by the pairs
+    import scipy.stats
+
+    x, y = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0], [6.0, 5.0, 3.0, 5.0]
+    u = scipy.stats.mannwhitneyu(x, y, alternative="greater").statistic
+    assert compare(x, y).improvement[0] == pytest.approx(u / (len(x) * len(y)))
+    # the IQM drops one run from each end of six: the outliers move the mean, not the IQM
+    skew = compare([0.0, 10.0, 10.0, 10.0, 10.0, 100.0], [10.0] * 6)
+    assert skew.mean_gap[0] == pytest.approx(140.0 / 6 - 10.0)
+    assert skew.iqm_gap[0] == pytest.approx(0.0)
+
+
+def test_compare_ties_seeds_and_too_few_runs():
+    same = compare([4.0, 9.0, 6.0], [4.0, 9.0, 6.0], seed=1)
+    assert same.mean_gap[0] == 0.0 and same.improvement[0] == 0.5
+    assert same.mean_gap[1] < 0.0 < same.mean_gap[2]
+    assert compare([4.0, 9.0, 6.0], [1.0, 5.0], seed=1) == compare(
+        [4.0, 9.0, 6.0], [1.0, 5.0], seed=1
+    )
+    assert compare([7.0, 7.0], [7.0]).mean_gap == (0.0, 0.0, 0.0)  # nothing varies
+    one = compare([5.0], [1.0, 2.0])
+    assert one.mean_gap[0] == pytest.approx(3.5) and math.isnan(one.mean_gap[1])
+    with pytest.raises(ValueError, match="one or more a side"):
+        compare([], [1.0])
