@@ -5,6 +5,7 @@
     python scripts/dqn_vs_sb3.py --algo sac --env Pendulum-v1 --steps 20000 --seeds 1 2 3 \
         --out bench-out/sac_pendulum
     python scripts/dqn_vs_sb3.py --algo sac --report bench-out/sac_pendulum
+    python scripts/dqn_vs_sb3.py --summary bench-out/sac_pendulum bench-out/td3_hopper
 
 DQN (the default) races on Breakout, as below. SAC and TD3 race on any ``Box`` env with the
 RL Zoo's hyperparameters for it (:data:`CONTINUOUS`, translated into rlamd's ``--set``
@@ -240,20 +241,27 @@ def _cell(values: list[float]) -> str:
     return f"{statistics.mean(values):.0f}±{statistics.stdev(values):.0f}"
 
 
-def report_evals(out: Path, title: str = "") -> None:
-    """The table (mean evaluation return over the seeds at each evaluation both sides
-    reached, updates/s) and ``OUT/curves.png`` of a SAC or TD3 race in ``out``."""
+def _race(out: Path) -> tuple[list[Path], dict[str, list[dict[int, float]]], list[int]]:
+    """A SAC or TD3 race folder's seed folders, both sides' evaluations per seed, and
+    every evaluation mark either side reached."""
     runs = sorted(p for p in out.glob("seed*") if p.is_dir())
     sides = {"rlamd": "rlamd", "SB3": "sb3"}
     evals = {name: [_read_evals(r / d / "evals.csv") for r in runs] for name, d in sides.items()}
     marks = sorted(set().union(*(e.keys() for es in evals.values() for e in es)))
+    return runs, evals, marks
+
+
+def report_evals(out: Path, title: str = "") -> None:
+    """The table (mean evaluation return over the seeds at each evaluation both sides
+    reached, updates/s) and ``OUT/curves.png`` of a SAC or TD3 race in ``out``."""
+    runs, evals, marks = _race(out)
     rates = [updates_per_s(r) for r in runs]
     print(
         f"{title or out.name}: mean evaluation return over {len(runs)} seeds (mean±std), "
         "10 episodes of the mean action each"
     )
     print(f"{'framework':<10}" + "".join(f"{m / 1000:>10g}k" for m in marks) + "    updates/s")
-    for i, name in enumerate(sides):
+    for i, name in enumerate(evals):
         cells = [_cell([e[m] for e in evals[name] if m in e]) for m in marks]
         ups = [r[i] for r in rates if r[i] is not None]
         rate = f"{statistics.median(ups):9.1f}" if ups else "        -"
@@ -270,40 +278,90 @@ def _signed(value: float) -> str:
     return f"{value:+,.0f}"
 
 
-def _comparison(label: str, ours: list[float], theirs: list[float]) -> str:
-    from rlamd.sweep.stats import compare
+def _gap(figure: tuple[float, float, float]) -> str:
+    point, low, high = figure
+    return f"{_signed(point)} [{_signed(low)}, {_signed(high)}]"
 
-    c = compare(ours, theirs)
-    (m, m_lo, m_hi), (q, q_lo, q_hi), (p, p_lo, p_hi) = c.mean_gap, c.iqm_gap, c.improvement
-    return (
-        f"{label}, {c.n[0]} and {c.n[1]} seeds: rlamd - SB3 mean {_signed(m)} "
-        f"[{_signed(m_lo)}, {_signed(m_hi)}], IQM {_signed(q)} [{_signed(q_lo)}, {_signed(q_hi)}]"
-        f"; P(rlamd > SB3) {p:.2f} [{p_lo:.2f}, {p_hi:.2f}]"
-    )
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.mean(values):,.0f} ± {statistics.stdev(values):,.0f}"
+
+
+def _samples(
+    ours: list[dict], theirs: list[dict], marks: list[int]
+) -> list[tuple[str, list[float], list[float]]]:
+    """``(label, rlamd's, SB3's)``: the returns at the last evaluation every run reached,
+    and each seed's mean over the evaluations every run reached (the area under its
+    curve: one evaluation's swing counts for one of many). Empty while either side has
+    fewer than two runs there."""
+    mine, peer = [e for e in ours if e], [e for e in theirs if e]
+    shared = [m for m in marks if all(m in e for e in (*mine, *peer))]
+    if not shared or min(len(mine), len(peer)) < 2:
+        return []
+    last = shared[-1]
+    return [
+        (f"{last / 1000:g}k", [e[last] for e in mine], [e[last] for e in peer]),
+        (
+            f"{shared[0] / 1000:g}k-{last / 1000:g}k",
+            [statistics.mean(e[m] for m in shared) for e in mine],
+            [statistics.mean(e[m] for m in shared) for e in peer],
+        ),
+    ]
 
 
 def compare_lines(ours: list[dict], theirs: list[dict], marks: list[int]) -> list[str]:
     """rlamd against SB3 (:func:`rlamd.sweep.stats.compare`, 95% bootstrap intervals in
-    brackets) at the last evaluation every run reached, and on each seed's mean over the
-    evaluations every run reached (the area under its curve: one evaluation's swing
-    counts for one of many). No lines while either side has fewer than two runs there."""
-    runs = [e for e in (*ours, *theirs) if e]
-    shared = [m for m in marks if runs and all(m in e for e in runs)]
-    mine, peer = [e for e in ours if e], [e for e in theirs if e]
-    if not shared or min(len(mine), len(peer)) < 2:
-        return []
-    last = shared[-1]
-    span = f"{shared[0] / 1000:g}k-{last / 1000:g}k"
-    return [
-        _comparison(f"at {last / 1000:g}k", [e[last] for e in mine], [e[last] for e in peer]),
-        _comparison(
-            f"mean of the evaluations {span}",
-            [statistics.mean(e[m] for m in shared) for e in mine],
-            [statistics.mean(e[m] for m in shared) for e in peer],
-        ),
-        "(95% percentile bootstrap intervals in brackets, seeds resampled on each side; "
-        "P: a run of each drawn at random, 0.5 is a tie)",
+    brackets) on the :func:`_samples`; no lines while either side has fewer than two runs."""
+    from rlamd.sweep.stats import compare
+
+    lines = []
+    for (span, mine, peer), label in zip(
+        _samples(ours, theirs, marks), ("at {}", "mean of the evaluations {}"), strict=False
+    ):
+        c = compare(mine, peer)
+        p, p_lo, p_hi = c.improvement
+        lines.append(
+            f"{label.format(span)}, {c.n[0]} and {c.n[1]} seeds: rlamd - SB3 mean "
+            f"{_gap(c.mean_gap)}, IQM {_gap(c.iqm_gap)}; "
+            f"P(rlamd > SB3) {p:.2f} [{p_lo:.2f}, {p_hi:.2f}]"
+        )
+    if lines:
+        lines.append(
+            "(95% percentile bootstrap intervals in brackets, seeds resampled on each side; "
+            "P: a run of each drawn at random, 0.5 is a tie)"
+        )
+    return lines
+
+
+def summary(dirs: list[Path]) -> list[str]:
+    """A markdown table, one row per race folder: seeds, the last evaluation every run
+    reached, both sides' mean ± sd there, rlamd's mean minus SB3's there and over the
+    curve (:func:`_samples`) with 95% bootstrap intervals, the probability of
+    improvement over the curve, and the median of the seeds' updates/s ratios."""
+    from rlamd.sweep.stats import compare
+
+    rows = [
+        "| run | seeds | at | rlamd | SB3 | rlamd - SB3 [95% CI] | over the curve [95% CI] "
+        "| P(rlamd > SB3), curve | updates/s ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
+    for out in dirs:
+        runs, evals, marks = _race(out)
+        ratios = [a / b for a, b in map(updates_per_s, runs) if a and b]
+        ratio = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+        got = _samples(evals["rlamd"], evals["SB3"], marks)
+        if not got:
+            rows.append(f"| {out.name} | {len(runs)} | - | - | - | - | - | - | {ratio} |")
+            continue
+        (at, mine, peer), (_, mine_curve, peer_curve) = got
+        last, curve = compare(mine, peer), compare(mine_curve, peer_curve)
+        p, p_lo, p_hi = curve.improvement
+        rows.append(
+            f"| {out.name} | {len(mine)} / {len(peer)} | {at} | {_spread(mine)} "
+            f"| {_spread(peer)} | {_gap(last.mean_gap)} | {_gap(curve.mean_gap)} "
+            f"| {p:.2f} [{p_lo:.2f}, {p_hi:.2f}] | {ratio} |"
+        )
+    return rows
 
 
 def _axes() -> tuple[Any, Any]:
@@ -417,10 +475,24 @@ def main() -> int:
     p.add_argument("--set", action="append", default=[], help="rlamd SECTION.KEY=VALUE")
     p.add_argument("--sb3-set", nargs="*", default=[], metavar="KEY=VALUE", help="SB3 kwargs")
     p.add_argument("--report", type=Path, help="print the table of an earlier OUT and exit")
+    p.add_argument(
+        "--summary",
+        type=Path,
+        nargs="+",
+        metavar="OUT",
+        help="one markdown row per earlier SAC/TD3 OUT (gaps with 95%% intervals) and exit",
+    )
     p.add_argument("--sb3-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.report is not None and not args.report.is_dir():
         p.error(f"--report {args.report}: no such folder; give the --out of an earlier run")
+    if args.summary:
+        for d in args.summary:
+            if not any(d.glob("seed*/")):
+                what = "holds no seed folders" if d.is_dir() else "is no folder"
+                p.error(f"--summary {d} {what}; accepted: the --out of earlier SAC or TD3 races")
+        print("\n".join(summary(args.summary)))
+        return 0
     continuous = args.algo != "dqn" or (args.report and any(args.report.glob("seed*/")))
     args.env = args.env or ("Pendulum-v1" if continuous else "breakout")
     args.steps = args.steps or (20_000 if continuous else 500_000)

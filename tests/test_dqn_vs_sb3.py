@@ -54,3 +54,30 @@ def test_comparison_lines_use_the_marks_every_run_reached():
     # one run a side cannot be resampled: no lines rather than intervals of nothing
     assert mod.compare_lines(ours[:1], theirs, marks) == []
     assert mod.compare_lines([], [], marks) == []
+
+
+def _race(root: Path, seed: int, ours: dict[int, float], theirs: dict[int, float]) -> None:
+    for side, rows in (("rlamd", ours), ("sb3", theirs)):
+        folder = root / f"seed{seed}" / side
+        folder.mkdir(parents=True)
+        lines = ["step,mean,std,episodes"] + [f"{s},{r},0,10" for s, r in rows.items()]
+        (folder / "evals.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_summary_has_one_row_per_race_with_its_gaps(tmp_path):
+    pytest.importorskip("scipy")
+    mod = _script()
+    ahead, short = tmp_path / "ahead", tmp_path / "short"
+    for seed, (a, b) in enumerate([(300.0, 100.0), (500.0, 200.0), (400.0, 300.0)], 1):
+        _race(ahead, seed, {1000: a / 10, 2000: a}, {1000: b / 10, 2000: b})
+    _race(short, 1, {1000: 1.0}, {1000: 2.0})
+    header, rule, first, second = mod.summary([ahead, short])
+    assert header.count("|") == rule.count("|") == first.count("|") == second.count("|")
+    cells = [c.strip() for c in first.strip("|").split("|")]
+    assert cells[:5] == ["ahead", "3 / 3", "2k", "400 ± 100", "200 ± 100"]
+    assert cells[5].startswith("+200 [")  # 400 - 200 at 2k
+    assert cells[6].startswith("+110 [")  # means over 1k-2k: 220 against 110
+    # over the curve rlamd's 165, 275, 220 against 55, 110, 165: 8 of 9 pairs and a tie
+    assert cells[7].startswith("0.94 [") and cells[8] == "-"  # no logs: no rates
+    # one seed a side: nothing to resample, so no gaps
+    assert [c.strip() for c in second.strip("|").split("|")][2:] == ["-"] * 7
