@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import math
 import re
 import shutil
 import statistics
@@ -274,93 +275,129 @@ def report_evals(out: Path, title: str = "") -> None:
     _chart(out, marks, evals, title or out.name)
 
 
-def _signed(value: float) -> str:
-    return f"{value:+,.0f}"
+def _num(value: float, sign: bool = False, scale: float | None = None) -> str:
+    """Thousands separated, with decimals only where ``scale`` (default: the value) is
+    small (a gap of 0.4 is not 0)."""
+    size = abs(value if scale is None else scale)
+    digits = 0 if size >= 100 else 1 if size >= 10 else 2
+    return f"{value:{'+' if sign else ''},.{digits}f}"
 
 
 def _gap(figure: tuple[float, float, float]) -> str:
+    """``+12 [-3, +27]`` (decimals alike), or the point alone where there is no interval."""
     point, low, high = figure
-    return f"{_signed(point)} [{_signed(low)}, {_signed(high)}]"
+    if math.isnan(low):
+        return _num(point, True)
+    scale = max(abs(point), abs(low), abs(high))
+    return " ".join(
+        (_num(point, True, scale), f"[{_num(low, True, scale)}, {_num(high, True, scale)}]")
+    )
+
+
+def _share(figure: tuple[float, float, float]) -> str:
+    point, low, high = figure
+    return f"{point:.2f}" + ("" if math.isnan(low) else f" [{low:.2f}, {high:.2f}]")
 
 
 def _spread(values: list[float]) -> str:
-    return f"{statistics.mean(values):,.0f} ± {statistics.stdev(values):,.0f}"
+    mean = statistics.mean(values)
+    return f"{_num(mean)} ± {_num(statistics.stdev(values), scale=mean)}"
 
 
-def _samples(
-    ours: list[dict], theirs: list[dict], marks: list[int]
-) -> list[tuple[str, list[float], list[float]]]:
-    """``(label, rlamd's, SB3's)``: the returns at the last evaluation every run reached,
-    and each seed's mean over the evaluations every run reached (the area under its
-    curve: one evaluation's swing counts for one of many). Empty while either side has
-    fewer than two runs there."""
+class Samples(NamedTuple):
+    """What :func:`_samples` found to compare, or why nothing."""
+
+    at: tuple[str, list[float], list[float]] | None
+    """``(mark, rlamd's returns, SB3's)`` at the last evaluation two runs a side reached"""
+    curve: tuple[str, list[float], list[float]] | None
+    """``(span, rlamd's, SB3's)``: each of those runs' mean over the evaluations they all
+    reached (the area under its curve: one evaluation's swing counts for one of many);
+    None below two such evaluations"""
+    note: str
+    """runs left out (they stopped earlier), or why there is nothing to compare"""
+
+
+def _samples(ours: list[dict], theirs: list[dict], marks: list[int]) -> Samples:
     mine, peer = [e for e in ours if e], [e for e in theirs if e]
-    shared = [m for m in marks if all(m in e for e in (*mine, *peer))]
-    if not shared or min(len(mine), len(peer)) < 2:
-        return []
-    last = shared[-1]
-    return [
-        (f"{last / 1000:g}k", [e[last] for e in mine], [e[last] for e in peer]),
-        (
-            f"{shared[0] / 1000:g}k-{last / 1000:g}k",
-            [statistics.mean(e[m] for m in shared) for e in mine],
-            [statistics.mean(e[m] for m in shared) for e in peer],
-        ),
-    ]
+    if not mine or not peer:
+        side = "rlamd" if not mine else "SB3"
+        return Samples(None, None, f"no {side} evaluations here: nothing to compare")
+    both = [m for m in marks if min(sum(m in e for e in side) for side in (mine, peer)) >= 2]
+    if not both:
+        return Samples(None, None, "no evaluation that two runs a side reached: no comparison")
+    last = both[-1]
+    a, b = [e for e in mine if last in e], [e for e in peer if last in e]
+    left = len(mine) + len(peer) - len(a) - len(b)
+    note = f"{left} run(s) that stopped before {last / 1000:g}k left out" if left else ""
+    at = (f"{last / 1000:g}k", [e[last] for e in a], [e[last] for e in b])
+    shared = [m for m in marks if m <= last and all(m in e for e in (*a, *b))]
+    if len(shared) < 2:
+        return Samples(at, None, note)
+    span = f"{shared[0] / 1000:g}k-{last / 1000:g}k"
+    curve = [[statistics.mean(e[m] for m in shared) for e in side] for side in (a, b)]
+    return Samples(at, (span, *curve), note)
 
 
 def compare_lines(ours: list[dict], theirs: list[dict], marks: list[int]) -> list[str]:
-    """rlamd against SB3 (:func:`rlamd.sweep.stats.compare`, 95% bootstrap intervals in
-    brackets) on the :func:`_samples`; no lines while either side has fewer than two runs."""
-    from rlamd.sweep.stats import compare
+    """rlamd against SB3 (:func:`rlamd.sweep.stats.compare`) on the :func:`_samples`:
+    the gap of the means with its 95% interval, the IQM's gap, the probability of
+    improvement and its test (bootstrap intervals for those two from
+    :data:`rlamd.sweep.stats.BOOTSTRAP_RUNS` seeds a side)."""
+    from rlamd.sweep.stats import BOOTSTRAP_RUNS, compare
 
+    got = _samples(ours, theirs, marks)
     lines = []
-    for (span, mine, peer), label in zip(
-        _samples(ours, theirs, marks), ("at {}", "mean of the evaluations {}"), strict=False
-    ):
+    for label, sample in (("at {}", got.at), ("mean of the evaluations {}", got.curve)):
+        if sample is None:
+            continue
+        span, mine, peer = sample
         c = compare(mine, peer)
-        p, p_lo, p_hi = c.improvement
+        iqm = f", IQM {_gap(c.iqm_gap)}" if min(c.n) >= 4 else ""
         lines.append(
             f"{label.format(span)}, {c.n[0]} and {c.n[1]} seeds: rlamd - SB3 mean "
-            f"{_gap(c.mean_gap)}, IQM {_gap(c.iqm_gap)}; "
-            f"P(rlamd > SB3) {p:.2f} [{p_lo:.2f}, {p_hi:.2f}]"
+            f"{_gap(c.mean_gap)}{iqm}; P(rlamd > SB3) {_share(c.improvement)}"
+            f" (Mann-Whitney p = {c.p_value:.2f})"
         )
     if lines:
         lines.append(
-            "(95% percentile bootstrap intervals in brackets, seeds resampled on each side; "
-            "P: a run of each drawn at random, 0.5 is a tie)"
+            "(95% intervals in brackets: Welch's t for the mean, a bootstrap over seeds for "
+            f"the IQM and P from {BOOTSTRAP_RUNS} seeds a side; P: a run of each drawn at "
+            "random, 0.5 a tie)"
         )
-    return lines
+    return lines + ([f"({got.note})"] if got.note else [])
 
 
 def summary(dirs: list[Path]) -> list[str]:
-    """A markdown table, one row per race folder: seeds, the last evaluation every run
-    reached, both sides' mean ± sd there, rlamd's mean minus SB3's there and over the
-    curve (:func:`_samples`) with 95% bootstrap intervals, the probability of
-    improvement over the curve, and the median of the seeds' updates/s ratios."""
+    """A markdown table, one row per race folder: seeds a side, the last evaluation two
+    runs a side reached, both sides' mean ± sd there, rlamd's mean minus SB3's there and
+    over the curve (:func:`_samples`) with Welch's 95% intervals, the probability of
+    improvement over the curve with the Mann-Whitney p-value, and the median of the
+    seeds' updates/s ratios."""
     from rlamd.sweep.stats import compare
 
     rows = [
         "| run | seeds | at | rlamd | SB3 | rlamd - SB3 [95% CI] | over the curve [95% CI] "
-        "| P(rlamd > SB3), curve | updates/s ratio |",
+        "| P(rlamd > SB3), curve (p) | updates/s ratio |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for out in dirs:
         runs, evals, marks = _race(out)
         ratios = [a / b for a, b in map(updates_per_s, runs) if a and b]
         ratio = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+        seeds = " / ".join(str(sum(map(bool, evals[k]))) for k in ("rlamd", "SB3"))
         got = _samples(evals["rlamd"], evals["SB3"], marks)
-        if not got:
-            rows.append(f"| {out.name} | {len(runs)} | - | - | - | - | - | - | {ratio} |")
+        if got.at is None:
+            rows.append(f"| {out.name} | {seeds} | {got.note} | - | - | - | - | - | {ratio} |")
             continue
-        (at, mine, peer), (_, mine_curve, peer_curve) = got
-        last, curve = compare(mine, peer), compare(mine_curve, peer_curve)
-        p, p_lo, p_hi = curve.improvement
-        rows.append(
-            f"| {out.name} | {len(mine)} / {len(peer)} | {at} | {_spread(mine)} "
-            f"| {_spread(peer)} | {_gap(last.mean_gap)} | {_gap(curve.mean_gap)} "
-            f"| {p:.2f} [{p_lo:.2f}, {p_hi:.2f}] | {ratio} |"
-        )
+        at, mine, peer = got.at
+        cells = [f"{at}" + (f" ({got.note})" if got.note else ""), _spread(mine), _spread(peer)]
+        cells.append(_gap(compare(mine, peer).mean_gap))
+        if got.curve is None:
+            cells += ["-", "-"]
+        else:
+            curve = compare(*got.curve[1:])
+            cells += [_gap(curve.mean_gap), f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})"]
+        rows.append(f"| {out.name} | {seeds} | " + " | ".join(cells) + f" | {ratio} |")
     return rows
 
 
@@ -487,10 +524,15 @@ def main() -> int:
     if args.report is not None and not args.report.is_dir():
         p.error(f"--report {args.report}: no such folder; give the --out of an earlier run")
     if args.summary:
-        for d in args.summary:
-            if not any(d.glob("seed*/")):
-                what = "holds no seed folders" if d.is_dir() else "is no folder"
-                p.error(f"--summary {d} {what}; accepted: the --out of earlier SAC or TD3 races")
+        if args.report is not None:
+            p.error("--summary and --report: give one (--summary takes several folders)")
+        bad = [
+            f"{d} ({'no seed folders in it' if d.is_dir() else 'no such folder'})"
+            for d in args.summary
+            if not any(r.is_dir() for r in d.glob("seed*"))
+        ]
+        if bad:
+            p.error(f"--summary: {', '.join(bad)}; accepted: the --out of earlier SAC/TD3 races")
         print("\n".join(summary(args.summary)))
         return 0
     continuous = args.algo != "dqn" or (args.report and any(args.report.glob("seed*/")))

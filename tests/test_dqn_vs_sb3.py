@@ -38,7 +38,7 @@ def test_report_means_the_last_100_games_and_leaves_unreached_marks_empty(tmp_pa
     assert sb3 == ["2.00", "-"]
 
 
-def test_comparison_lines_use_the_marks_every_run_reached():
+def test_comparison_lines_use_the_last_mark_two_runs_a_side_reached():
     pytest.importorskip("scipy")
     mod = _script()
     marks = [10_000, 20_000, 30_000]
@@ -46,14 +46,25 @@ def test_comparison_lines_use_the_marks_every_run_reached():
     theirs = [{10_000: 1.0, 20_000: 10.0, 30_000: 100.0}, {10_000: 3.0, 20_000: 30.0}]
     at, curve, legend = mod.compare_lines(ours, theirs, marks)
     # 30k is left out (the second seeds stopped at 20k): at 20k the means are 60 and 20
-    assert at.startswith("at 20k, 2 and 2 seeds: rlamd - SB3 mean +40 ")
-    assert "P(rlamd > SB3) 1.00 [1.00, 1.00]" in at
+    assert at.startswith("at 20k, 2 and 2 seeds: rlamd - SB3 mean +40 [")
+    assert "P(rlamd > SB3) 1.00 (Mann-Whitney p = 0.33)" in at
     # per seed over 10k-20k: (27.5, 38.5) against (5.5, 16.5): gap 22
-    assert curve.startswith("mean of the evaluations 10k-20k, 2 and 2 seeds: rlamd - SB3 mean +22 ")
-    assert "bootstrap" in legend
-    # one run a side cannot be resampled: no lines rather than intervals of nothing
-    assert mod.compare_lines(ours[:1], theirs, marks) == []
-    assert mod.compare_lines([], [], marks) == []
+    assert curve.startswith("mean of the evaluations 10k-20k, 2 and 2 seeds: rlamd - SB3 mean +22")
+    assert "Welch" in legend
+    # a third rlamd seed that stopped at 10k is left out, and said to be
+    lines = mod.compare_lines([*ours, {10_000: 9.0}], theirs, marks)
+    assert lines[0].startswith("at 20k, 2 and 2 seeds:")
+    assert lines[-1] == "(1 run(s) that stopped before 20k left out)"
+    # one shared evaluation: no curve line
+    one = mod.compare_lines([{10_000: 1.0}, {10_000: 2.0}], [{10_000: 0.5}, {10_000: 1.5}], marks)
+    assert len(one) == 2 and one[0].startswith("at 10k, 2 and 2 seeds: rlamd - SB3 mean +0.50")
+    # one run a side cannot be compared; no SB3 runs at all neither: said, not left blank
+    assert mod.compare_lines(ours[:1], theirs, marks) == [
+        "(no evaluation that two runs a side reached: no comparison)"
+    ]
+    assert mod.compare_lines(ours, [{}, {}], marks) == [
+        "(no SB3 evaluations here: nothing to compare)"
+    ]
 
 
 def _race(root: Path, seed: int, ours: dict[int, float], theirs: dict[int, float]) -> None:
@@ -78,6 +89,21 @@ def test_summary_has_one_row_per_race_with_its_gaps(tmp_path):
     assert cells[5].startswith("+200 [")  # 400 - 200 at 2k
     assert cells[6].startswith("+110 [")  # means over 1k-2k: 220 against 110
     # over the curve rlamd's 165, 275, 220 against 55, 110, 165: 8 of 9 pairs and a tie
-    assert cells[7].startswith("0.94 [") and cells[8] == "-"  # no logs: no rates
-    # one seed a side: nothing to resample, so no gaps
-    assert [c.strip() for c in second.strip("|").split("|")][2:] == ["-"] * 7
+    assert cells[7].startswith("0.94 (") and cells[8] == "-"  # no logs: no rates
+    row = [c.strip() for c in second.strip("|").split("|")]
+    assert row[1:3] == ["1 / 1", "no evaluation that two runs a side reached: no comparison"]
+
+
+def test_summary_refuses_folders_that_hold_no_race(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "empty").mkdir()
+    got = subprocess.run(
+        [sys.executable, str(SCRIPT), "--summary", str(tmp_path / "empty"), str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+    )
+    assert got.returncode == 2
+    assert "empty (no seed folders in it)" in got.stderr
+    assert "x (no such folder)" in got.stderr

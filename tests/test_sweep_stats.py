@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from rlamd.sweep.stats import compare, interval, iqm, summarize
+from rlamd.sweep.stats import BOOTSTRAP_RUNS, compare, interval, iqm, summarize
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -54,12 +54,16 @@ def test_summarize_one_configuration():
 
 
 def test_compare_two_groups_by_gap_and_probability_of_improvement():
-    c = compare([11.0, 12.0, 13.0], [1.0, 2.0, 3.0], resamples=2000)
+    c = compare([11.0, 12.0, 13.0], [1.0, 2.0, 3.0])
     assert c.n == (3, 3)
-    assert c.mean_gap[0] == pytest.approx(10.0)
-    # every resample of X lies in [11, 13] and of Y in [1, 3]: gaps 8..12, X always ahead
-    assert 8.0 <= c.mean_gap[1] < 10.0 < c.mean_gap[2] <= 12.0
-    assert c.improvement == (1.0, 1.0, 1.0)
+    # Welch: both variances 1, se = sqrt(2/3), 4 degrees of freedom, t(0.975, 4) = 2.7764
+    half = 2.7764451 * math.sqrt(2 / 3)
+    assert c.mean_gap == pytest.approx((10.0, 10.0 - half, 10.0 + half))
+    # 3 runs a side: no bootstrap intervals (they would be far too narrow), the points stay
+    assert c.improvement[0] == 1.0 and math.isnan(c.improvement[1])
+    assert c.iqm_gap[0] == pytest.approx(10.0) and math.isnan(c.iqm_gap[2])
+    # exact Mann-Whitney, two-sided: 2 of the 20 ways to split 6 runs are this extreme
+    assert c.p_value == pytest.approx(0.1)
     # ties count half: of the pairs (1,2) (1,3) (2,2) (2,3) only (2,2) scores, 0.5 / 4
     assert compare([1.0, 2.0], [2.0, 3.0]).improvement[0] == pytest.approx(0.125)
     # rliable's definition: the Mann-Whitney U of X over Y, divided by the pairs
@@ -74,15 +78,58 @@ def test_compare_two_groups_by_gap_and_probability_of_improvement():
     assert skew.iqm_gap[0] == pytest.approx(0.0)
 
 
-def test_compare_ties_seeds_and_too_few_runs():
-    same = compare([4.0, 9.0, 6.0], [4.0, 9.0, 6.0], seed=1)
-    assert same.mean_gap[0] == 0.0 and same.improvement[0] == 0.5
+def test_bootstrap_intervals_resample_each_group_alone_from_enough_runs():
+    import numpy as np
+    import scipy.stats
+
+    rng = np.random.default_rng(5)
+    x, y = rng.normal(1.0, 1.0, 12), rng.normal(0.0, 1.0, 10)  # overlapping groups
+    c = compare(x, y, resamples=199, seed=4)
+
+    def one_by_one(statistic):
+        res = scipy.stats.bootstrap(
+            (x, y),
+            statistic,
+            n_resamples=199,
+            batch=4_000_000 // (x.size * y.size),
+            vectorized=False,
+            paired=False,
+            confidence_level=0.95,
+            method="percentile",
+            rng=np.random.default_rng(4),
+        )
+        return res.confidence_interval.low, res.confidence_interval.high
+
+    def iqm_gap(a, b):
+        return scipy.stats.trim_mean(a, 0.25) - scipy.stats.trim_mean(b, 0.25)
+
+    def improvement(a, b):
+        return np.mean([(i > j) + 0.5 * (i == j) for i in a for j in b])
+
+    assert c.iqm_gap[1:] == pytest.approx(one_by_one(iqm_gap))
+    assert c.improvement[1:] == pytest.approx(one_by_one(improvement))
+    assert c.improvement[1] < c.improvement[0] < c.improvement[2]
+    assert compare(x, y, resamples=199, seed=4) == c  # same data, same seed
+    # the bootstrap starts at BOOTSTRAP_RUNS a side (below it, its intervals run narrow)
+    enough = compare(x[:BOOTSTRAP_RUNS], y[:BOOTSTRAP_RUNS], resamples=199)
+    fewer = compare(x[: BOOTSTRAP_RUNS - 1], y[:BOOTSTRAP_RUNS], resamples=199)
+    assert not math.isnan(enough.improvement[1]) and not math.isnan(enough.iqm_gap[1])
+    assert math.isnan(fewer.improvement[1]) and math.isnan(fewer.iqm_gap[1])
+    assert not math.isnan(fewer.mean_gap[1])  # Welch's needs two runs a side
+
+
+def test_compare_ties_and_too_few_runs():
+    same = compare([4.0, 9.0, 6.0], [4.0, 9.0, 6.0])
+    assert same.mean_gap[0] == 0.0 and same.improvement[0] == 0.5 and same.p_value == 1.0
     assert same.mean_gap[1] < 0.0 < same.mean_gap[2]
-    assert compare([4.0, 9.0, 6.0], [1.0, 5.0], seed=1) == compare(
-        [4.0, 9.0, 6.0], [1.0, 5.0], seed=1
-    )
-    assert compare([7.0, 7.0], [7.0]).mean_gap == (0.0, 0.0, 0.0)  # nothing varies
-    one = compare([5.0], [1.0, 2.0])
-    assert one.mean_gap[0] == pytest.approx(3.5) and math.isnan(one.mean_gap[1])
+    # nothing varies: every interval is the point
+    still = compare([7.0, 7.0], [7.0, 7.0])
+    assert still.mean_gap == still.iqm_gap == (0.0, 0.0, 0.0)
+    assert still.improvement == (0.5, 0.5, 0.5)
+    # one run a side: no interval, even when the two are equal
+    for one in (compare([5.0], [1.0, 2.0]), compare([5.0], [5.0])):
+        assert all(math.isnan(f[1]) for f in (one.mean_gap, one.iqm_gap, one.improvement))
+        assert math.isnan(one.p_value)
+    assert compare([5.0], [1.0, 2.0]).mean_gap[0] == pytest.approx(3.5)
     with pytest.raises(ValueError, match="one or more a side"):
         compare([], [1.0])
