@@ -234,6 +234,18 @@ def updates_per_s(run: Path) -> tuple[float | None, float | None]:
     return _rate(ours), _rate(theirs)
 
 
+PAIR = "pair.txt"
+"""Written into a seed folder whose rlamd and SB3 runs shared the machine's time, one core
+each (:func:`_continuous`): only such seeds' updates/s are set against each other (a run
+of one side alone, compared with the other's rows from another day, is not)."""
+
+
+def pair_ratios(runs: list[Path]) -> list[tuple[str, float]]:
+    """``(seed folder, rlamd's updates/s over SB3's)`` of the seeds run as pairs."""
+    got = [(r.name, updates_per_s(r)) for r in runs if (r / PAIR).exists()]
+    return [(name, a / b) for name, (a, b) in got if a and b]
+
+
 def _cell(values: list[float]) -> str:
     if not values:
         return "-"
@@ -267,9 +279,11 @@ def report_evals(out: Path, title: str = "") -> None:
         ups = [r[i] for r in rates if r[i] is not None]
         rate = f"{statistics.median(ups):9.1f}" if ups else "        -"
         print(f"{name:<10}" + "".join(f"{c:>11}" for c in cells) + f"    {rate}")
-    ratios = [a / b for a, b in rates if a and b]
-    if ratios:
-        print(f"updates/s ratio rlamd/SB3 per seed: {', '.join(f'{r:.2f}' for r in ratios)}")
+    if ratios := pair_ratios(runs):
+        cells = ", ".join(f"{name} {r:.2f}" for name, r in ratios)
+        print(f"updates/s ratio rlamd/SB3, seeds run side by side: {cells}")
+    if alone := [r.name for r in runs if not (r / PAIR).exists()]:
+        print(f"(not run side by side, so no ratio: {', '.join(alone)})")
     for line in compare_lines(evals["rlamd"], evals["SB3"], marks):
         print(line)
     _chart(out, marks, evals, title or out.name)
@@ -372,18 +386,18 @@ def summary(dirs: list[Path]) -> list[str]:
     runs a side reached, both sides' mean ± sd there, rlamd's mean minus SB3's there and
     over the curve (:func:`_samples`) with Welch's 95% intervals, the probability of
     improvement over the curve with the Mann-Whitney p-value, and the median of the
-    seeds' updates/s ratios."""
+    updates/s ratios of the seeds run side by side (:data:`PAIR`), with their count."""
     from rlamd.sweep.stats import compare
 
     rows = [
         "| run | seeds | at | rlamd | SB3 | rlamd - SB3 [95% CI] | over the curve [95% CI] "
-        "| P(rlamd > SB3), curve (p) | updates/s ratio |",
+        "| P(rlamd > SB3), curve (p) | updates/s ratio (pairs) |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for out in dirs:
         runs, evals, marks = _race(out)
-        ratios = [a / b for a, b in map(updates_per_s, runs) if a and b]
-        ratio = f"{statistics.median(ratios):.2f}x" if ratios else "-"
+        ratios = [r for _, r in pair_ratios(runs)]
+        ratio = f"{statistics.median(ratios):.2f}x ({len(ratios)})" if ratios else "-"
         seeds = " / ".join(str(sum(map(bool, evals[k]))) for k in ("rlamd", "SB3"))
         got = _samples(evals["rlamd"], evals["SB3"], marks)
         if got.at is None:
@@ -494,6 +508,10 @@ def _continuous(args: argparse.Namespace) -> int:
                 subprocess.Popen(_pinned(1, sb3)),
             ]
             codes += [proc.wait() for proc in procs]
+        span = " to ".join(
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(t)) for t in (start, time.time())
+        )
+        (run / PAIR).write_text(f"rlamd and SB3 side by side, one core each, {span} UTC\n")
         print(f"seed {seed}: both done in {(time.time() - start) / 60:.0f} min (exit {codes[-2:]})")
     report_evals(args.out, f"{args.algo.upper()} on {args.env}")
     return max(codes)

@@ -107,3 +107,24 @@ def test_summary_refuses_folders_that_hold_no_race(tmp_path):
     assert got.returncode == 2
     assert "empty (no seed folders in it)" in got.stderr
     assert "x (no such folder)" in got.stderr
+
+
+def _rates(run: Path, ours: list[float], theirs_per_interval: float) -> None:
+    lines = [f"step {i},000/9,000 | SPS 1 | upd/s {r} | score 0" for i, r in enumerate(ours, 1)]
+    (run / "rlamd.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rows = ["step,seconds,updates"] + [
+        f"{i},{i}.0,{int(i * theirs_per_interval)}" for i in range(5)
+    ]
+    (run / "sb3" / "progress.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+
+def test_updates_per_second_are_compared_only_for_seeds_run_side_by_side(tmp_path):
+    mod = _script()
+    for seed in (1, 2):
+        _race(tmp_path, seed, {1000: 1.0}, {1000: 1.0})
+        # rlamd: the first interval straddles the start of learning and is dropped
+        _rates(tmp_path / f"seed{seed}", [5.0, 30.0, 30.0, 30.0], 20.0)
+    (tmp_path / "seed2" / mod.PAIR).write_text("side by side\n", encoding="utf-8")
+    runs = sorted(tmp_path.glob("seed*"))
+    assert mod.pair_ratios(runs) == [("seed2", pytest.approx(1.5))]  # 30 against 20
+    assert mod.summary([tmp_path])[2].endswith("| 1.50x (1) |")
