@@ -65,6 +65,31 @@ def _stratified_iqm(*strata: np.ndarray, axis: int = -1) -> np.ndarray:
     return _scipy_stats().trim_mean(np.concatenate(strata, axis=axis), 0.25, axis=axis)
 
 
+def _bootstrap(
+    data: tuple[np.ndarray, ...],
+    statistic,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    batch: int | None = None,
+) -> tuple[float, float]:
+    """The percentile bootstrap interval of ``statistic`` (vectorized along the last
+    axis), each array of ``data`` resampled on its own."""
+    res = _scipy_stats().bootstrap(
+        data,
+        statistic,
+        n_resamples=resamples,
+        batch=batch,
+        vectorized=True,
+        paired=False,
+        axis=-1,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def interval(
     strata: Sequence[Sequence[float]],
     *,
@@ -89,18 +114,7 @@ def interval(
     if all(np.all(s == s[0]) for s in data):  # nothing varies: every resample is the same
         value = float(iqm(np.concatenate(data)))
         return value, value
-    res = _scipy_stats().bootstrap(
-        tuple(data),
-        _stratified_iqm,
-        n_resamples=resamples,
-        vectorized=True,
-        paired=False,
-        axis=-1,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return _bootstrap(tuple(data), _stratified_iqm, confidence, resamples, seed)
 
 
 @dataclass(frozen=True)
@@ -177,22 +191,6 @@ def _welch(x: np.ndarray, y: np.ndarray, gap: float, confidence: float) -> tuple
     return gap - half, gap + half
 
 
-def _bootstrap(x: np.ndarray, y: np.ndarray, fn, confidence: float, resamples: int, seed: int):
-    res = _scipy_stats().bootstrap(
-        (x, y),
-        fn,
-        n_resamples=resamples,
-        batch=max(1, 4_000_000 // (x.size * y.size)),  # P's pairs: bounded memory
-        vectorized=True,
-        paired=False,
-        axis=-1,
-        confidence_level=confidence,
-        method="percentile",
-        rng=np.random.default_rng(seed),
-    )
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def compare(
     ours: Sequence[float],
     theirs: Sequence[float],
@@ -212,21 +210,15 @@ def compare(
     still = np.ptp(np.concatenate([x, y])) == 0
     nan = (math.nan, math.nan)
     figures = []
+    batch = max(1, 4_000_000 // (x.size * y.size))  # P's pairs: bounded memory
     for fn in (_iqm_gap, _improvement):
         point = float(fn(x, y))
         if runs < 2 or (runs < BOOTSTRAP_RUNS and not still):
             figures.append((point, *nan))
+        elif still:
+            figures.append((point, point, point))
         else:
-            figures.append(
-                (
-                    point,
-                    *(
-                        (point, point)
-                        if still
-                        else _bootstrap(x, y, fn, confidence, resamples, seed)
-                    ),
-                )
-            )
+            figures.append((point, *_bootstrap((x, y), fn, confidence, resamples, seed, batch)))
     gap = float(x.mean() - y.mean())
     welch, p_value = nan, math.nan
     if runs >= 2:
