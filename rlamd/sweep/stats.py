@@ -184,7 +184,8 @@ class Comparison:
 
 def _welch(x: np.ndarray, y: np.ndarray, gap: float, confidence: float) -> tuple[float, float]:
     """Welch's t interval of ``mean(x) - mean(y)`` (unequal variances, Welch-Satterthwaite
-    degrees of freedom)."""
+    degrees of freedom): ``scipy.stats.ttest_ind(x, y, equal_var=False)``'s interval,
+    without its precision-loss warning when one group has no spread."""
     vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
     df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1))
     half = float(_scipy_stats().t.ppf((1 + confidence) / 2, df) * math.sqrt(vx + vy))
@@ -222,9 +223,7 @@ def compare(
     gap = float(x.mean() - y.mean())
     welch, p_value = nan, math.nan
     if runs >= 2:
-        if x.var() == 0 and y.var() == 0:
-            welch, p_value = (gap, gap), (1.0 if gap == 0 else 0.0)
-        else:
-            welch = _welch(x, y, gap, confidence)
-            p_value = float(stats.mannwhitneyu(x, y, alternative="two-sided").pvalue)
+        p_value = 1.0 if still else float(stats.mannwhitneyu(x, y).pvalue)  # two-sided
+        spread = x.var() > 0 or y.var() > 0
+        welch = _welch(x, y, gap, confidence) if spread else (gap, gap)
     return Comparison((int(x.size), int(y.size)), (gap, *welch), *figures, p_value)
