@@ -162,16 +162,38 @@ def test_the_report_reads_the_folder_alone(tmp_path):
 
     assert write_report(sweep) == 5
     text = (sweep / "results.md").read_text()
-    assert "| c00 | ppo.lr=1e-4 | 3/3 | 103.3 |" in text
-    assert "| c01 | ppo.lr=1e-3 | 2/3 | 490.0 |" in text
+    # the mean with Student's t interval: 103.3 +- 4.3027 * 15.275 / sqrt(3); 490 +- 12.706 * 14.142
+    # / sqrt(2); the IQM without one below BOOTSTRAP_RUNS seeds, and a line saying why
+    assert "| c00 | ppo.lr=1e-4 | 3/3 | 103.3 [65.4, 141.3] | 103.3 | 90.0 | 120.0 |" in text
+    assert "| c01 | ppo.lr=1e-3 | 2/3 | 490.0 [362.9, 617.1] | 490.0 | 480.0 | 500.0 |" in text
+    assert "The IQM gets a bootstrap interval from 7 seeds" in text
     assert "c01_s3: failed at step 4,096: RuntimeError: boom" in text
     assert "Best: c01" in text
     best = (sweep / "best.toml").read_text()
+    assert "IQM 490.0, mean 490.0 [362.9, 617.1]" in best
     assert "lr = 0.001" in best and 'logdir = "runs"' in best and 'threads = "none"' in best
     cfg = resolve({}, config_file=str(sweep / "best.toml"))  # runs on its own
     assert cfg.ppo.lr == 1e-3 and cfg.train.env == "cartpole" and cfg.train.threads is None
     if importlib.util.find_spec("matplotlib"):
         assert (sweep / "curves.png").stat().st_size > 10_000
+
+
+def test_from_enough_seeds_the_iqm_gets_its_bootstrap_interval(tmp_path):
+    pytest.importorskip("scipy")
+    from rlamd.sweep.report import groups, table
+    from rlamd.sweep.stats import BOOTSTRAP_RUNS, interval
+
+    sweep = tmp_path / "s"
+    sweep.mkdir()
+    finals = [100.0 + 10 * k for k in range(BOOTSTRAP_RUNS)]
+    for seed, score in enumerate(finals, 1):
+        _fake_trial(sweep, "c00", "1e-4", seed, score)
+    text = table(groups(sweep), BOOTSTRAP_RUNS)
+    low, high = interval([finals])
+    assert (
+        f"| {min(finals) + (max(finals) - min(finals)) / 2:.1f} [{low:,.1f}, {high:,.1f}] |" in text
+    )
+    assert "bootstrap interval from" not in text  # the line on too few seeds is left out
 
 
 def test_progress_rows_rewound_by_a_resume_are_dropped(tmp_path):

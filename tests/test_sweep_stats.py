@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 pytest.importorskip("scipy")
 
-from rlamd.sweep.stats import BOOTSTRAP_RUNS, compare, interval, iqm, summarize
+from rlamd.sweep.stats import BOOTSTRAP_RUNS, compare, interval, iqm, summarize, t_interval
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -42,15 +43,41 @@ def test_same_data_same_interval_and_degenerate_cases():
     assert math.isnan(low) and math.isnan(high)
 
 
+def test_t_interval_of_the_mean():
+    # mean 2, s = 1, n = 3: 2 +- t(0.975, 2) / sqrt(3) = 2 +- 4.3026527 / 1.7320508
+    low, high = t_interval([1.0, 2.0, 3.0])
+    half = 4.3026527 / math.sqrt(3)
+    assert (low, high) == pytest.approx((2 - half, 2 + half))
+    import scipy.stats
+
+    data = [3.5, 9.0, 4.25, 7.0, 1.0]
+    sem = scipy.stats.sem(data)
+    want = scipy.stats.t.interval(0.9, len(data) - 1, loc=sum(data) / 5, scale=sem)
+    assert t_interval(data, confidence=0.9) == pytest.approx(want)
+    assert t_interval([4.0, 4.0]) == (4.0, 4.0)
+    low, high = t_interval([0.1, 0.1, 0.1])
+    assert low == high == np.mean([0.1, 0.1, 0.1])  # the mean itself, not mean +- rounding
+    assert all(math.isnan(v) for v in t_interval([4.0]))
+
+
 def test_summarize_one_configuration():
-    s = summarize([500.0, 480.0, 20.0, 500.0, 490.0])
+    five = [500.0, 480.0, 20.0, 500.0, 490.0]
+    s = summarize(five)
     assert s.n == 5
     assert s.mean == pytest.approx(398.0)
+    assert (s.mean_low, s.mean_high) == pytest.approx(t_interval(five))
     assert s.iqm == pytest.approx((480 + 490 + 500) / 3)
     assert (s.min, s.max) == (20.0, 500.0)
-    assert s.low <= s.iqm <= s.high
+    # below BOOTSTRAP_RUNS seeds the IQM gets no interval; from there, the bootstrap's
+    assert math.isnan(s.low) and math.isnan(s.high)
+    more = five + [470.0 + 7 * i for i in range(BOOTSTRAP_RUNS)]
+    short = summarize(more[: BOOTSTRAP_RUNS - 1])
+    assert math.isnan(short.low) and not math.isnan(short.mean_low)
+    m = summarize(more[:BOOTSTRAP_RUNS], seed=4)
+    assert (m.low, m.high) == interval([more[:BOOTSTRAP_RUNS]], seed=4)
+    assert m.low <= m.iqm <= m.high and m.low < m.high
     empty = summarize([])
-    assert empty.n == 0 and math.isnan(empty.iqm)
+    assert empty.n == 0 and math.isnan(empty.iqm) and math.isnan(empty.mean_low)
 
 
 def test_compare_two_groups_by_gap_and_probability_of_improvement():
@@ -133,3 +160,27 @@ def test_compare_ties_and_too_few_runs():
     assert compare([5.0], [1.0, 2.0]).mean_gap[0] == pytest.approx(3.5)
     with pytest.raises(ValueError, match="one or more a side"):
         compare([], [1.0])
+
+
+def test_curve_bands_follow_the_seed_count():
+    from rlamd.sweep.curves import CURVE_RESAMPLES, aggregate
+
+    steps = np.arange(0, 1000, 100, dtype=np.float64)
+
+    def curves(n):  # seed k scores k * step / 100 + k^2, wall clock = step / 10
+        return [np.stack([steps, steps / 10, k * steps / 100 + k * k], 1) for k in range(n)]
+
+    x, rows, values = aggregate(curves(2), 0)  # no band: t(0.975, 1) is 12.7
+    assert len(x) and np.allclose(rows[:, 0], values.mean(0))
+    assert np.array_equal(rows[:, 1], rows[:, 0]) and np.array_equal(rows[:, 2], rows[:, 0])
+    n = BOOTSTRAP_RUNS - 1
+    x, rows, values = aggregate(curves(n), 0)  # the mean and Student's t
+    assert np.allclose(rows[:, 0], values.mean(0))
+    assert np.allclose(rows[:, 1:], [t_interval(values[:, j]) for j in range(len(x))])
+    assert (rows[:, 2] > rows[:, 1]).all()
+    x, rows, values = aggregate(curves(BOOTSTRAP_RUNS), 1)  # the IQM and its bootstrap
+    j = len(x) // 2
+    assert rows[j, 0] == pytest.approx(iqm(values[:, j]))
+    assert tuple(rows[j, 1:]) == interval([values[:, j]], resamples=CURVE_RESAMPLES, seed=j)
+    _, forced, values = aggregate(curves(BOOTSTRAP_RUNS), 1, use_iqm=False)
+    assert np.allclose(forced[:, 0], values.mean(0))  # one statistic for a whole chart

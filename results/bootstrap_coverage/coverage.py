@@ -1,7 +1,9 @@
 """How often a 95% interval of rlamd-vs-peer statistics misses the truth when both groups of
 runs come from one distribution (so the true mean gap is 0 and the true probability of
 improvement 0.5): the percentile bootstrap (as rliable computes it) against Welch's t
-interval, at 3-10 runs a side. The basis of ``rlamd.sweep.stats.BOOTSTRAP_RUNS``.
+interval, at 3-10 runs a side; and for one group (a sweep's configuration), the bootstrap
+interval of the IQM against Student's t interval of the mean (the true IQM and mean are both
+0). The basis of ``rlamd.sweep.stats.BOOTSTRAP_RUNS``.
 
     .venv/bin/python results/bootstrap_coverage/coverage.py [REPEATS]
 """
@@ -11,7 +13,7 @@ import sys
 import numpy as np
 import scipy.stats
 
-from rlamd.sweep.stats import _improvement, compare
+from rlamd.sweep.stats import _improvement, compare, interval, t_interval
 
 
 def bootstrap(x, y, statistic, seed):
@@ -46,6 +48,17 @@ def main(repeats: int) -> None:
             misses += [not lo <= 0 <= hi, not p_lo <= 0.5 <= p_hi, not w_lo <= 0 <= w_hi]
         share = misses / repeats
         print(f"{n:11d}   {share[0]:19.3f}   {share[1]:12.3f}   {share[2]:15.3f}")
+    print("\none group")
+    print("runs   bootstrap, IQM   Student t, mean")
+    for n in (3, 5, 7, 10):
+        misses = np.zeros(2)
+        for r in range(repeats):
+            x = rng.normal(size=n)
+            lo, hi = interval([x], resamples=1000, seed=r)
+            t_lo, t_hi = t_interval(x)
+            misses += [not lo <= 0 <= hi, not t_lo <= 0 <= t_hi]
+        share = misses / repeats
+        print(f"{n:4d}   {share[0]:14.3f}   {share[1]:15.3f}")
 
 
 if __name__ == "__main__":

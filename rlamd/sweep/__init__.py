@@ -3,7 +3,7 @@
 ``python -m rlamd.sweep ENV`` (``rlamd sweep``) and ``rlamd.sweep(...)`` run one ordinary
 rlamd run per trial (``runs/SWEEP/TRIAL/``) over seeds and a grid, random or Optuna search
 of any ``--set`` key, optionally stopped early by ASHA, and end with a table over seeds
-(IQM and a bootstrap interval), the best configuration as TOML and learning curves.
+(mean and IQM with 95% intervals), the best configuration as TOML and learning curves.
 
 ==================  ==========================================================
 ``space.py``        seeds, ``--grid``, ``--sample``: parsed and checked by rlamd.config
@@ -11,7 +11,7 @@ of any ``--set`` key, optionally stopped early by ASHA, and end with a table ove
 ``driver.py``       checks, the sweep folder, the Tuner (new or restored)
 ``trial.py``        one trial: ``rlamd.train`` as a child, its CSVs reported to Tune
 ``child.py``        the child's launcher (it dies with its trial)
-``stats.py``        IQM and the stratified bootstrap interval (SciPy)
+``stats.py``        mean, IQM and their intervals; two groups compared (SciPy)
 ``report.py``       the table, ``best.toml``; ``curves.py`` the chart
 ``api.py``          :func:`rlamd.sweep.api.sweep`, the Python API
 ``bench.py``        aggregate throughput of trials packed on one machine

@@ -8,7 +8,7 @@ Example::
         "cartpole", algo="ppo", steps=20_000, seeds=5,
         grid={"ppo.lr": [3e-4, 1e-3]}, settings={"train.eval_every": 10_000},
     )
-    print(result.table)              # per configuration: IQM [95% CI] over the seeds
+    print(result.table)              # per configuration: mean and IQM over the seeds, 95% CIs
     print(result.best_toml)          # python -m rlamd.train --config <that file>
 
 Every trial gets ``ENV --algo ALGO --steps N`` and ``settings`` as ``--set`` items, its
