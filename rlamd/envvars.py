@@ -23,13 +23,12 @@ Other variables rlamd looks at only to see whether they are set (``MALLOC_*``,
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 
-from rlamd.config.errors import bad_setting
+from rlamd.config.errors import bad_setting, closest
 from rlamd.cpuload import cores_available
 
 __all__ = ["VARIABLES", "EnvVar", "check_environment", "flag", "sanitize"]
@@ -73,8 +72,7 @@ class EnvVar:
 
 def _close(*names: str) -> Callable[[str], str | None]:
     def nearest(v: str) -> str | None:
-        found = difflib.get_close_matches(v.strip().lower(), names, n=1)
-        return found[0] if found else None
+        return closest(v.strip().lower(), names)
 
     return nearest
 

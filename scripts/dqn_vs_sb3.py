@@ -314,7 +314,10 @@ def _share(figure: tuple[float, float, float]) -> str:
 
 
 def _spread(values: list[float]) -> str:
+    """``mean ± sd``, or the one value of a single seed."""
     mean = statistics.mean(values)
+    if len(values) < 2:
+        return _num(mean)
     return f"{_num(mean)} ± {_num(statistics.stdev(values), scale=mean)}"
 
 
@@ -331,14 +334,16 @@ class Samples(NamedTuple):
     """runs left out (they stopped earlier), or why there is nothing to compare"""
 
 
-def _samples(ours: list[dict], theirs: list[dict], marks: list[int]) -> Samples:
+def _samples(ours: list[dict], theirs: list[dict], marks: list[int], least: int = 2) -> Samples:
+    """``least``: how many runs a side an evaluation needs (1 lets a single seed through)."""
     mine, peer = [e for e in ours if e], [e for e in theirs if e]
     if not mine or not peer:
         side = "rlamd" if not mine else "SB3"
         return Samples(None, None, f"no {side} evaluations here: nothing to compare")
-    both = [m for m in marks if min(sum(m in e for e in side) for side in (mine, peer)) >= 2]
+    both = [m for m in marks if min(sum(m in e for e in side) for side in (mine, peer)) >= least]
     if not both:
-        return Samples(None, None, "no evaluation that two runs a side reached: no comparison")
+        runs = "two runs" if least == 2 else "a run"
+        return Samples(None, None, f"no evaluation that {runs} a side reached: no comparison")
     last = both[-1]
     a, b = [e for e in mine if last in e], [e for e in peer if last in e]
     left = len(mine) + len(peer) - len(a) - len(b)
@@ -386,7 +391,9 @@ def summary(dirs: list[Path]) -> list[str]:
     runs a side reached, both sides' mean ± sd there, rlamd's mean minus SB3's there and
     over the curve (:func:`_samples`) with Welch's 95% intervals, the probability of
     improvement over the curve with the Mann-Whitney p-value, and the median of the
-    updates/s ratios of the seeds run side by side (:data:`PAIR`), with their count."""
+    updates/s ratios of the seeds run side by side (:data:`PAIR`), with their count.
+    A folder with one seed a side gets its row too: the values and gaps without spread,
+    intervals or p-value (the report of such a folder compares nothing)."""
     from rlamd.sweep.stats import compare
 
     rows = [
@@ -401,6 +408,8 @@ def summary(dirs: list[Path]) -> list[str]:
         seeds = " / ".join(str(sum(map(bool, evals[k]))) for k in ("rlamd", "SB3"))
         got = _samples(evals["rlamd"], evals["SB3"], marks)
         if got.at is None:
+            got = _samples(evals["rlamd"], evals["SB3"], marks, least=1)
+        if got.at is None:
             rows.append(f"| {out.name} | {seeds} | {got.note} | - | - | - | - | - | {ratio} |")
             continue
         at, mine, peer = got.at
@@ -410,7 +419,12 @@ def summary(dirs: list[Path]) -> list[str]:
             cells += ["-", "-"]
         else:
             curve = compare(*got.curve[1:])
-            cells += [_gap(curve.mean_gap), f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})"]
+            p = (
+                "-"
+                if math.isnan(curve.p_value)
+                else f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})"
+            )
+            cells += [_gap(curve.mean_gap), p]
         rows.append(f"| {out.name} | {seeds} | " + " | ".join(cells) + f" | {ratio} |")
     return rows
 

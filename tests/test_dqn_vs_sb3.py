@@ -81,17 +81,22 @@ def test_summary_has_one_row_per_race_with_its_gaps(tmp_path):
     ahead, short = tmp_path / "ahead", tmp_path / "short"
     for seed, (a, b) in enumerate([(300.0, 100.0), (500.0, 200.0), (400.0, 300.0)], 1):
         _race(ahead, seed, {1000: a / 10, 2000: a}, {1000: b / 10, 2000: b})
-    _race(short, 1, {1000: 1.0}, {1000: 2.0})
-    header, rule, first, second = mod.summary([ahead, short])
-    assert header.count("|") == rule.count("|") == first.count("|") == second.count("|")
+    _race(short, 1, {1000: 1.0, 2000: 4.0}, {1000: 2.0, 2000: 3.0})
+    apart = tmp_path / "apart"
+    _race(apart, 1, {1000: 1.0}, {2000: 2.0})
+    header, rule, first, second, third = mod.summary([ahead, short, apart])
+    assert len({line.count("|") for line in (header, rule, first, second, third)}) == 1
     cells = [c.strip() for c in first.strip("|").split("|")]
     assert cells[:5] == ["ahead", "3 / 3", "2k", "400 ± 100", "200 ± 100"]
     assert cells[5].startswith("+200 [")  # 400 - 200 at 2k
     assert cells[6].startswith("+110 [")  # means over 1k-2k: 220 against 110
     # over the curve rlamd's 165, 275, 220 against 55, 110, 165: 8 of 9 pairs and a tie
     assert cells[7].startswith("0.94 (") and cells[8] == "-"  # no logs: no rates
+    # one seed a side: its values and gaps, without spread, interval or p-value
     row = [c.strip() for c in second.strip("|").split("|")]
-    assert row[1:3] == ["1 / 1", "no evaluation that two runs a side reached: no comparison"]
+    assert row[1:] == ["1 / 1", "2k", "4.00", "3.00", "+1.00", "+0.00", "-", "-"]
+    row = [c.strip() for c in third.strip("|").split("|")]
+    assert row[1:3] == ["1 / 1", "no evaluation that a run a side reached: no comparison"]
 
 
 def test_summary_refuses_folders_that_hold_no_race(tmp_path):

@@ -8,7 +8,6 @@ one section has that field. A config file holds ``[train]``, ``[dqn]``, ... tabl
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import sys
 from pathlib import Path
@@ -65,12 +64,11 @@ def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str,
                 )
             if not owners:
                 every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
-                close = difflib.get_close_matches(key, every, n=1)
+                near = closest(key, every)
                 full = [
-                    f"{s}.{c}"
-                    for c in close
+                    f"{s}.{near}"
                     for s, o in sections.items()
-                    if c in {f.name for f in dataclasses.fields(o)}
+                    if near in {f.name for f in dataclasses.fields(o)}
                 ]
                 raise bad_setting(
                     "",
