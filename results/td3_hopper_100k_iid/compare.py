@@ -1,0 +1,67 @@
+"""TD3 on Hopper-v5, 100k env steps: do rlamd's stratified uniform draws explain its lag
+behind SB3 over the curve?
+
+Reads the stored evaluations (mean return of 10 episodes of the mean action) of
+- rlamd, stratified uniform draws (today's default): results/td3_hopper_100k_parity;
+- rlamd, independent uniform draws (SB3's rule, ``iid_sampling.py`` here): seedS here;
+- SB3 2.9.2 with the RL Zoo's settings: the parity folder's sb3 runs (deterministic per
+  seed on this CPU, so the same seed's SB3 run is the same run whichever rlamd it faced);
+
+and prints, at 100k and over the curve (each run's mean over its evaluations 10k-100k),
+each group on the seeds the independent runs cover, and the gaps with Welch's 95%
+interval and the Mann-Whitney p-value (:func:`rlamd.sweep.stats.compare`).
+
+    .venv/bin/python results/td3_hopper_100k_iid/compare.py
+"""
+
+import csv
+import statistics
+from pathlib import Path
+
+from rlamd.sweep.stats import compare
+
+HERE = Path(__file__).parent
+PARITY = HERE.parent / "td3_hopper_100k_parity"
+
+
+def evals(path: Path) -> dict[int, float]:
+    with open(path, encoding="utf-8") as f:
+        return {int(r["step"]): float(r["mean"]) for r in csv.DictReader(f)}
+
+
+def figure(path: Path, what: str) -> float:
+    got = evals(path)
+    return got[100_000] if what == "at 100k" else statistics.mean(got.values())
+
+
+def main() -> None:
+    seeds = sorted(int(p.name[4:]) for p in HERE.glob("seed*") if (p / "rlamd/evals.csv").exists())
+    every = sorted(int(p.name[4:]) for p in PARITY.glob("seed*"))
+    print(f"independent draws on seeds {seeds}; the parity runs on seeds {every}")
+    for what in ("at 100k", "over the curve"):
+        g = {
+            "rlamd, stratified": [figure(PARITY / f"seed{s}/rlamd/evals.csv", what) for s in seeds],
+            "rlamd, independent": [figure(HERE / f"seed{s}/rlamd/evals.csv", what) for s in seeds],
+            "SB3": [figure(PARITY / f"seed{s}/sb3/evals.csv", what) for s in seeds],
+        }
+        print(what)
+        for name, xs in g.items():
+            row = ", ".join(f"{x:,.0f}" for x in xs)
+            print(
+                f"  {name:<20} {statistics.mean(xs):7,.0f} ± {statistics.stdev(xs):5,.0f}   [{row}]"
+            )
+        sb3_all = [figure(PARITY / f"seed{s}/sb3/evals.csv", what) for s in every]
+        pairs = [
+            ("rlamd stratified - SB3, these seeds", g["rlamd, stratified"], g["SB3"]),
+            ("rlamd independent - SB3, these seeds", g["rlamd, independent"], g["SB3"]),
+            ("rlamd independent - SB3, all SB3 seeds", g["rlamd, independent"], sb3_all),
+            ("rlamd independent - stratified", g["rlamd, independent"], g["rlamd, stratified"]),
+        ]
+        for label, ours, theirs in pairs:
+            c = compare(ours, theirs)
+            gap, low, high = c.mean_gap
+            print(f"  {label:<40} {gap:+7,.0f} [{low:+,.0f}, {high:+,.0f}]  p = {c.p_value:.2f}")
+
+
+if __name__ == "__main__":
+    main()
