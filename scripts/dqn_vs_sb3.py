@@ -405,10 +405,10 @@ def summary(dirs: list[Path]) -> list[str]:
         runs, evals, marks = _race(out)
         ratios = [r for _, r in pair_ratios(runs)]
         ratio = f"{statistics.median(ratios):.2f}x ({len(ratios)})" if ratios else "-"
-        seeds = " / ".join(str(sum(map(bool, evals[k]))) for k in ("rlamd", "SB3"))
-        got = _samples(evals["rlamd"], evals["SB3"], marks)
-        if got.at is None:
-            got = _samples(evals["rlamd"], evals["SB3"], marks, least=1)
+        counts = [sum(map(bool, evals[k])) for k in ("rlamd", "SB3")]
+        seeds = " / ".join(map(str, counts))
+        least = 1 if min(counts) == 1 else 2
+        got = _samples(evals["rlamd"], evals["SB3"], marks, least)
         if got.at is None:
             rows.append(f"| {out.name} | {seeds} | {got.note} | - | - | - | - | - | {ratio} |")
             continue
@@ -419,11 +419,7 @@ def summary(dirs: list[Path]) -> list[str]:
             cells += ["-", "-"]
         else:
             curve = compare(*got.curve[1:])
-            p = (
-                "-"
-                if math.isnan(curve.p_value)
-                else f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})"
-            )
+            p = f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})" if least == 2 else "-"
             cells += [_gap(curve.mean_gap), p]
         rows.append(f"| {out.name} | {seeds} | " + " | ".join(cells) + f" | {ratio} |")
     return rows
