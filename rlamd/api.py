@@ -94,7 +94,8 @@ def _env_name(env: EnvLike) -> str:
 
 def _layers(settings: Mapping[str, Any] | None, train: dict[str, Any]) -> dict[str, dict]:
     """``{"ppo.lr": 3e-4, "steps": 5000}`` -> ``{"ppo": {"lr": 3e-4}, "train": {...}}``, the
-    keys checked as ``--set`` checks them (sections, bare keys), the values kept as given."""
+    keys checked as ``--set`` checks them (sections, bare keys), the values kept as given;
+    a section may also hold a mapping, as its TOML table would: ``{"ppo": {"lr": 3e-4}}``."""
     if settings is not None and not isinstance(settings, Mapping):
         raise ConfigError(
             f"settings={type(settings).__name__} {str(settings)[:60]}; accepted: a mapping of "
@@ -102,7 +103,13 @@ def _layers(settings: Mapping[str, Any] | None, train: dict[str, Any]) -> dict[s
         )
     layers: dict[str, dict[str, Any]] = {"train": dict(train)}
     defaults = RunConfig().sections()
+    flat: dict[str, Any] = {}
     for key, value in (settings or {}).items():
+        if key in defaults and isinstance(value, Mapping):
+            flat.update({f"{key}.{name}": v for name, v in value.items()})
+        else:
+            flat[key] = value
+    for key, value in flat.items():
         ((section, names),) = parse_set([f"{key}=0"], defaults).items()
         layers.setdefault(section, {})[next(iter(names))] = value
     return layers
@@ -131,7 +138,8 @@ def fit(
             ``ppo``, ``sac``, ``td3`` and any a plugin registers).
         steps: env steps (default: the env family's preset).
         settings: any setting, as ``--set`` names it: ``{"ppo.lr": 3e-4, "env.vector":
-            "async"}``; they win over the arguments above.
+            "async"}``, or by section as a TOML table holds it: ``{"ppo": {"lr": 3e-4}}``;
+            they win over the arguments above.
         logdir, run_name, seed, device, env_module: as the command line's flags.
 
     Returns:

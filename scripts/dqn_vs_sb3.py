@@ -297,15 +297,22 @@ def _num(value: float, sign: bool = False, scale: float | None = None) -> str:
     return f"{value:{'+' if sign else ''},.{digits}f}"
 
 
-def _gap(figure: tuple[float, float, float]) -> str:
-    """``+12 [-3, +27]`` (decimals alike), or the point alone where there is no interval."""
+def _gap(figure: tuple[float, float, float], scale: float | None = None) -> str:
+    """``+12 [-3, +27]`` (decimals alike), or the point alone where there is no interval,
+    its decimals set by ``scale`` (the values it is the gap of: -56 between 1,708 and
+    1,764, not -56.0)."""
     point, low, high = figure
     if math.isnan(low):
-        return _num(point, True)
+        return _num(point, True, scale)
     scale = max(abs(point), abs(low), abs(high))
     return " ".join(
         (_num(point, True, scale), f"[{_num(low, True, scale)}, {_num(high, True, scale)}]")
     )
+
+
+def _size(*sides: list[float]) -> float:
+    """The largest magnitude among the compared values (sets a lone gap's decimals)."""
+    return max(abs(v) for side in sides for v in side)
 
 
 def _share(figure: tuple[float, float, float]) -> str:
@@ -414,13 +421,13 @@ def summary(dirs: list[Path]) -> list[str]:
             continue
         at, mine, peer = got.at
         cells = [f"{at}" + (f" ({got.note})" if got.note else ""), _spread(mine), _spread(peer)]
-        cells.append(_gap(compare(mine, peer).mean_gap))
+        cells.append(_gap(compare(mine, peer).mean_gap, _size(mine, peer)))
         if got.curve is None:
             cells += ["-", "-"]
         else:
             curve = compare(*got.curve[1:])
             p = f"{curve.improvement[0]:.2f} ({curve.p_value:.2f})" if least == 2 else "-"
-            cells += [_gap(curve.mean_gap), p]
+            cells += [_gap(curve.mean_gap, _size(*got.curve[1:])), p]
         rows.append(f"| {out.name} | {seeds} | " + " | ".join(cells) + f" | {ratio} |")
     return rows
 

@@ -120,6 +120,17 @@ def test_fit_refuses_an_env_instance_in_one_line(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_fit_takes_a_section_as_a_mapping_as_its_toml_table_would(tmp_path):
+    """Regression: settings={"train": {...}} was refused as ``train='0' (no such setting)``."""
+    from rlamd.api import _layers
+
+    got = _layers({"ppo": {"lr": 1e-3}, "train": {"threads": 1}, "dqn.lr": 2e-4}, {"env": "x"})
+    assert got == {"train": {"env": "x", "threads": 1}, "ppo": {"lr": 1e-3}, "dqn": {"lr": 2e-4}}
+    with pytest.raises(ConfigError, match=r"Did you mean ppo.lr"):
+        rlamd.fit("cartpole", settings={"ppo": {"lrr": 1e-3}}, logdir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
 def test_fit_refuses_settings_that_are_not_a_mapping(tmp_path):
     """Regression: settings=[...] was an AttributeError."""
     with pytest.raises(ConfigError, match=r"settings=list .*accepted: a mapping"):

@@ -82,10 +82,11 @@ def test_summary_has_one_row_per_race_with_its_gaps(tmp_path):
     for seed, (a, b) in enumerate([(300.0, 100.0), (500.0, 200.0), (400.0, 300.0)], 1):
         _race(ahead, seed, {1000: a / 10, 2000: a}, {1000: b / 10, 2000: b})
     _race(short, 1, {1000: 1.0, 2000: 4.0}, {1000: 2.0, 2000: 3.0})
-    apart = tmp_path / "apart"
+    apart, big = tmp_path / "apart", tmp_path / "big"
     _race(apart, 1, {1000: 1.0}, {2000: 2.0})
-    header, rule, first, second, third = mod.summary([ahead, short, apart])
-    assert len({line.count("|") for line in (header, rule, first, second, third)}) == 1
+    _race(big, 1, {1000: 900.0, 2000: 1708.0}, {1000: 1000.0, 2000: 1764.0})
+    header, rule, first, second, third, fourth = mod.summary([ahead, short, apart, big])
+    assert len({line.count("|") for line in (header, rule, first, second, third, fourth)}) == 1
     cells = [c.strip() for c in first.strip("|").split("|")]
     assert cells[:5] == ["ahead", "3 / 3", "2k", "400 ± 100", "200 ± 100"]
     assert cells[5].startswith("+200 [")  # 400 - 200 at 2k
@@ -97,6 +98,9 @@ def test_summary_has_one_row_per_race_with_its_gaps(tmp_path):
     assert row[1:] == ["1 / 1", "2k", "4.00", "3.00", "+1.00", "+0.00", "-", "-"]
     row = [c.strip() for c in third.strip("|").split("|")]
     assert row[1:3] == ["1 / 1", "no evaluation that a run a side reached: no comparison"]
+    # a lone gap takes its decimals from the values it separates: -56 beside 1,764, not -56.0
+    row = [c.strip() for c in fourth.strip("|").split("|")]
+    assert row[3:7] == ["1,708", "1,764", "-56", "-78"]  # over the curve 1,304 against 1,382
 
 
 def test_summary_refuses_folders_that_hold_no_race(tmp_path):

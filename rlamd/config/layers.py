@@ -19,7 +19,7 @@ from .checks import check_run
 from .errors import ConfigError, bad_setting
 from .sections import SECTION_TYPES, RunConfig, TrainConfig, move_keys, moved_note
 from .sources import load_toml, parse_set
-from .values import apply_overrides
+from .values import apply_overrides, coerce_all
 
 __all__ = ["FIXED_ON_RESUME", "resolve"]
 
@@ -43,6 +43,19 @@ def _moved(layers: Layers, where: str) -> Layers:
     found = move_keys(layers)
     if found:
         print(moved_note(where, found), file=sys.stderr, flush=True)
+    return layers
+
+
+def _from_file(path: str, defaults: dict[str, Any]) -> Layers:
+    """The settings of a ``--config`` file, each key and value checked on its own, so an
+    error about one of them names the file as well as the setting."""
+    where = f"--config {path}"
+    layers = _moved(load_toml(path, defaults), where)
+    try:
+        for section, values in layers.items():
+            coerce_all(SECTION_TYPES[section], section, values)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return layers
 
 
@@ -85,7 +98,7 @@ def resolve(
     defaults = RunConfig().sections()
     given: Layers = {}
     if config_file:
-        _merge(given, _moved(load_toml(config_file, defaults), f"--config {config_file}"))
+        _merge(given, _from_file(config_file, defaults))
     _merge(given, flags)
     _merge(given, _moved(parse_set(sets or [], defaults), "--set"))
     layers: Layers = {}

@@ -97,12 +97,21 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 def field_docs(cls: type) -> dict[str, str]:
     """The one-line docstrings under each dataclass field (for ``--help``, through
-    :func:`help_text`)."""
+    :func:`help_text`), inherited fields' too (a subclass's docstring wins)."""
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if base is not object:
+            docs.update(_own_field_docs(base))
+    return docs
+
+
+def _own_field_docs(cls: type) -> dict[str, str]:
+    """The field docstrings written in ``cls``'s own body."""
     import inspect
 
     try:
         source = inspect.getsource(cls)
-    except (OSError, TypeError):  # pragma: no cover
+    except (OSError, TypeError):  # builtins, and classes made at run time
         return {}
     docs: dict[str, str] = {}
     tree = ast.parse(source.lstrip())
@@ -249,6 +258,31 @@ def _in_section(section: str, message: str, names: list[str]) -> str:
     return f"{section}: {message}"
 
 
+def coerce_all(cls: type, section: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """``overrides`` converted to the types of ``cls``'s fields (:func:`coerce`), each key
+    checked on its own (a layer of settings can be checked before it is merged).
+
+    Raises:
+        ConfigError: an unknown key (with the nearest names) or a value of the wrong kind.
+    """
+    names = [f.name for f in dataclasses.fields(cls)]
+    hints = _hints(cls)
+    values = {}
+    for key, value in overrides.items():
+        if key not in names:
+            close = closest(key, names)
+            raise bad_setting(
+                section,
+                key,
+                value,
+                ", ".join(names),
+                why="no such setting",
+                close=f"{section}.{close}" if close else None,
+            )
+        values[key] = coerce(section, key, value, hints[key])
+    return values
+
+
 def apply_overrides(obj: Any, section: str, overrides: dict[str, Any]) -> Any:
     """``dataclasses.replace`` with type conversion, the shared checks and teaching errors.
 
@@ -262,20 +296,7 @@ def apply_overrides(obj: Any, section: str, overrides: dict[str, Any]) -> Any:
     cls = type(obj)
     names = [f.name for f in dataclasses.fields(cls)]
     if overrides:
-        hints = _hints(cls)
-        values = {}
-        for key, value in overrides.items():
-            if key not in names:
-                close = closest(key, names)
-                raise bad_setting(
-                    section,
-                    key,
-                    value,
-                    ", ".join(names),
-                    why="no such setting",
-                    close=f"{section}.{close}" if close else None,
-                )
-            values[key] = coerce(section, key, value, hints[key])
+        values = coerce_all(cls, section, overrides)
         try:
             obj = dataclasses.replace(obj, **values)
         except ConfigError:

@@ -44,6 +44,21 @@ def test_the_config_file_names_the_env_and_algorithm_and_later_layers_win(tmp_pa
     assert cfg.ppo.clip_coef == 0.1  # the flag's env chose the Atari preset
 
 
+def test_a_bad_key_or_value_in_the_config_file_names_the_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[train]\nenv = "cartpole"\n[ppo]\nnum_step = 64\n')
+    with pytest.raises(ConfigError) as got:
+        resolve({}, config_file=str(path))
+    assert str(got.value).startswith(f"--config {path}: ppo.num_step=64 (no such setting)")
+    assert str(got.value).endswith("Did you mean ppo.num_steps?")
+    path.write_text('[train]\nenv = "cartpole"\nsteps = "many"\n')
+    with pytest.raises(ConfigError, match=rf"^--config {re.escape(str(path))}: train.steps='many'"):
+        resolve({}, config_file=str(path))
+    # the same mistake given with --set names --set's item, as before
+    with pytest.raises(ConfigError, match=r"^ppo.num_step='64' \(no such setting\)"):
+        resolve({"train": {"env": "cartpole"}}, sets=["ppo.num_step=64"])
+
+
 def test_no_env_anywhere_is_one_line(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text("[dqn]\nlr = 0.001\n")

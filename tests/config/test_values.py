@@ -239,3 +239,8 @@ def test_help_lists_every_setting_of_every_section():
     for section, cls in SECTION_CLASSES.items():
         for f in dataclasses.fields(cls):
             assert f"{section}.{f.name} = " in text, f"{section}.{f.name} missing from --help"
+    # and each with its docstring, inherited ones too (SAC's and TD3's replay settings)
+    lines = {line.split(" = ")[0].strip(): line for line in text.splitlines() if " = " in line}
+    blank = [key for key, line in lines.items() if line.rstrip().endswith(":")]
+    assert not blank, f"settings without a description in --help: {blank}"
+    assert "Polyak rate of the target networks" in lines["td3.tau"]
