@@ -235,15 +235,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="exploration during evaluation (default: the agent's eval_epsilon)",
     )
     p.add_argument("--logdir", default="runs", help="where run names are looked up (default: runs)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="CPU threads torch may use (default: torch's own, one per core)",
+    )
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tune_host_allocator()
-    if args.episodes < 1:
-        print(f"error: --episodes {args.episodes}; accepted: an integer >= 1", file=sys.stderr)
-        return 2
+    for flag, value in (("--episodes", args.episodes), ("--threads", args.threads)):
+        if value is not None and value < 1:
+            print(f"error: {flag} {value}; accepted: an integer >= 1", file=sys.stderr)
+            return 2
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     try:
         check_environment()
         path = find_checkpoint(args.run, args.logdir)

@@ -62,3 +62,25 @@ def test_evaluate_video_onto_a_file_is_refused_before_playing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"--video {target}: that is a file; accepted: a folder" in err
     assert target.read_bytes() == b"GIF89a"
+
+
+def test_evaluate_threads_sets_torchs_threads_and_refuses_zero(tmp_path, capsys):
+    import torch
+
+    from rlamd.evaluate import main as evaluate
+
+    logdir = tmp_path / "runs"
+    args = ["cartpole", "--algo", "ppo", "--steps", "32", "--num-envs", "2", "--run-name", "r"]
+    assert (
+        main([*args, "--logdir", str(logdir), "--no-tensorboard", "--set", "ppo.num_steps=16"]) == 0
+    )
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert evaluate([str(logdir / "r"), "--episodes", "1", "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+    capsys.readouterr()
+    assert evaluate([str(logdir / "r"), "--threads", "0"]) == 2
+    assert "error: --threads 0; accepted: an integer >= 1" in capsys.readouterr().err
