@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
 from rlamd.replay import ReplayBatch, ReplayBuffer
+from rlamd.seeding import stream_seed
 
 from .networks import QNetwork
 
@@ -192,7 +193,8 @@ class DQN:
         num_actions: discrete actions.
         device: where the networks live.
         precision: the clamped mixed-precision helper.
-        seed: seeds the agent's own generator (exploration).
+        seed: the run seed; the agent's own generator (exploration) takes its ``"act"``
+            stream (:func:`rlamd.seeding.stream_seed`), not the seed itself.
         compile: wrap the network in ``torch.compile``.
         capturable: build the optimizer so that its step can be captured in a graph
             (learning rate and step counters on the device; GPUs only).
@@ -224,7 +226,7 @@ class DQN:
         self._q_fn = torch.compile(self.q) if compile else self.q
         self._target_fn = torch.compile(self.target) if compile else self.target
         self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed)
+        self.generator.manual_seed(stream_seed(seed, "act"))
         self.updates = 0
         self.sync = None
         """Set by a distributed learner (:class:`rlamd.distributed.GradSync`): batch

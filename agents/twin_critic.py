@@ -24,6 +24,7 @@ import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
+from rlamd.seeding import stream_seed
 
 from .networks import TwinQ
 
@@ -256,7 +257,8 @@ class TwinCriticAgent:
         obs_shape: one observation's shape (vectors).
         action_size: the flat action width.
         device, precision: where, and the clamped mixed-precision helper.
-        seed: seeds the agent's generators (acting, and the noise of the update).
+        seed: the run seed; the agent's generators take its ``"act"`` and ``"learn"``
+            streams (:func:`rlamd.seeding.stream_seed`).
         compile: unused (accepted as every agent takes it).
         capturable: optimizers a captured graph can step (GPUs only).
         low, high: the action box, flat (default ``[-1, 1]``).
@@ -308,9 +310,9 @@ class TwinCriticAgent:
         )
         self._more(low, high, capturable)
         self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(seed)
+        self.generator.manual_seed(stream_seed(seed, "act"))
         self.learn_generator = torch.Generator(device=device)
-        self.learn_generator.manual_seed(seed + 1)
+        self.learn_generator.manual_seed(stream_seed(seed, "learn"))
         self.updates = 0
         self.sync = None
         """Gradient all-reduce (unused: SAC and TD3 run in one process)."""

@@ -20,6 +20,7 @@ from rlamd.replay import (
     UniformSampler,
     bytes_per_transition,
 )
+from rlamd.seeding import stream_seed
 
 from .base import obs_info
 
@@ -146,4 +147,4 @@ def build_replay(
         if cfg.prioritized
         else UniformSampler(storage.capacity, device=device)
     )
-    return Buffer(storage, sampler, seed=seed)
+    return Buffer(storage, sampler, seed=stream_seed(seed, "replay"))

@@ -17,6 +17,7 @@ Data that crosses the object store:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any, NamedTuple
 
@@ -83,11 +84,14 @@ class RolloutWorker:
             module=train.env_module,
             env_cfg=cfg.env,
         )
-        self.agent = build_agent(cfg, device, self.env)
         seed = train.seed + 1_000 * (index + 1)
         if reconstructed:  # a new seed below ALE's limit of 2**31 (rlamd.config.checks.seed_range)
             limit = 2**31 - 1 - cfg.ray.envs_per_worker
             seed = (seed + int.from_bytes(os.urandom(4), "little")) % limit
+        # The worker's own seed drives its agent's acting stream too: with the run seed,
+        # every worker would explore with one sequence.
+        worker_cfg = dataclasses.replace(cfg, train=dataclasses.replace(train, seed=seed))
+        self.agent = build_agent(worker_cfg, device, self.env)
         self.collector = Collector(self.env, device, seed=seed)
         self.source = get_algorithm(train.algo).rollout_source(
             cfg, self.collector, self.agent, index
