@@ -86,8 +86,9 @@ def test_ppo_learns_pendulum_as_rl_zoo_reports(tmp_path, capsys):
     clip 0.2; its gSDE exploration is not implemented, the continuous preset's observation
     and reward normalisation stand in for it). RL Zoo's benchmark (benchmark.md) reports
     -172.2 +/- 104.2 for PPO after 100k steps (deterministic policy, 750 episodes); random
-    play scores about -1,200. Here: the mean over 20 episodes >= -400 (about 70 s on this
-    2-core CPU)."""
+    play scores about -1,200. One run in ten of ours ended below -400 (-659), so one seed
+    would fail about that often: here seeds 1-3, each scored over 20 episodes, the median
+    >= -400 and each >= -900 (about 70 s a seed on this 2-core CPU)."""
     zoo = [
         "ppo.num_steps=1024",
         "ppo.num_minibatches=64",
@@ -98,8 +99,12 @@ def test_ppo_learns_pendulum_as_rl_zoo_reports(tmp_path, capsys):
     ]
     args = ["Pendulum-v1", "--algo", "ppo", "--steps", "102400", "--num-envs", "4"]
     sets = [x for s in zoo for x in ("--set", s)]
-    assert main(args + sets + ["--eval-every", "0"] + _common(tmp_path, "pend")) == 0
-    capsys.readouterr()
-    assert evaluate(["pend", "--logdir", str(tmp_path), "--episodes", "20", "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["mean"] >= -400, result
+    means = []
+    for seed in (1, 2, 3):
+        name = f"pend{seed}"
+        run = args + sets + ["--eval-every", "0", "--seed", str(seed)]
+        assert main(run + _common(tmp_path, name)) == 0
+        capsys.readouterr()
+        assert evaluate([name, "--logdir", str(tmp_path), "--episodes", "20", "--json"]) == 0
+        means.append(json.loads(capsys.readouterr().out)["mean"])
+    assert sorted(means)[1] >= -400 and min(means) >= -900, means
