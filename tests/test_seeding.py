@@ -67,11 +67,18 @@ def test_td3_warm_up_actions_do_not_repeat_the_initial_weights():
     """The bug this guards: the warm-up's uniform actions were the first layer's weights,
     rescaled, when both generators started from the run seed."""
     loop = _loop("Pendulum-v1", "td3")
-    first = next(loop.agent.actor.parameters()).detach().flatten()
     actions = torch.cat([torch.as_tensor(loop.iterate()[0].actions).flatten() for _ in range(32)])
-    n = min(first.numel(), actions.numel())
-    corr = torch.corrcoef(torch.stack([first[:n], actions[:n].float()]))[0, 1]
-    assert abs(float(corr)) < 0.5
+    # Back to the uniform draws in [0, 1) they were made from (Pendulum's box is [-2, 2]).
+    uniform = (actions.double() / 2 + 1) / 2
+    assert 0 <= float(uniform.min()) and float(uniform.max()) < 1
+    weights = torch.sort(torch.rand(4096, generator=torch.Generator().manual_seed(SEED)))[0]
+    # Nearest draw of the weights' stream to each (a chance match within 1e-6: about 1 in 120).
+    i = torch.searchsorted(weights.double(), uniform).clamp(1, weights.numel() - 1)
+    near = torch.minimum((weights[i] - uniform).abs(), (weights[i - 1] - uniform).abs())
+    repeated = int((near < 1e-6).sum())
+    assert repeated <= 2, (
+        f"{repeated} of {uniform.numel()} warm-up draws repeat the weights' stream"
+    )
     loop.collector.env.close()
 
 
@@ -91,3 +98,30 @@ def test_each_rollout_worker_explores_with_its_own_stream():
     assert torch.equal(_draws(again.agent.generator), draws[1])  # still fixed by the seed
     for w in [*workers, again]:
         w.close()
+
+
+def test_each_ray_learners_replay_shard_has_its_own_stream_across_seeds():
+    """A shard's draws come from the run seed and its rank, so learner 1 of seed s does
+    not sample as learner 0 of seed s + 1 (sweeps run consecutive seeds)."""
+    from rlamd.algos.dqn_apex import ReplayShard
+
+    env = make_env("CartPole-v1", num_envs=1)
+
+    def shard(seed: int, rank: int) -> torch.Tensor:
+        cfg = RunConfig.from_dict(
+            {
+                "train": {"env": "CartPole-v1", "algo": "dqn", "seed": seed, "device": "cpu"},
+                "dqn": {"buffer_size": 512},
+            }
+        )
+        torch.manual_seed(seed)
+        agent = build_agent(cfg, CPU, env)
+        return _draws(ReplayShard(cfg, agent, env, rank, 2, 1, print).replay.generator)
+
+    draws = {(s, r): shard(s, r) for s in (SEED, SEED + 1) for r in (0, 1)}
+    assert torch.equal(shard(SEED, 1), draws[SEED, 1])  # fixed by seed and rank
+    keys = list(draws)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            assert not torch.equal(draws[a], draws[b]), f"shards {a} and {b} draw alike"
+    env.close()

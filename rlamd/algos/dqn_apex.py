@@ -235,8 +235,17 @@ class ReplayShard:
         self.agent = agent
         self.per_batch = dqn.batch_size // world
         share = dqn.buffer_size // world if dqn.buffer_size else None
+        # Its own stream per rank under the run seed (seed + rank would give learner 1 of
+        # seed s the draws of learner 0 of seed s + 1, and sweeps run consecutive seeds).
         self.replay = build_replay(
-            dqn, env, agent.device, cfg.train.seed + rank, log, num_streams=streams, capacity=share
+            dqn,
+            env,
+            agent.device,
+            cfg.train.seed,
+            log,
+            num_streams=streams,
+            capacity=share,
+            stream=f"replay/{rank}",
         )
 
     def feed(self, payload: Chunk, slot: int) -> int:

@@ -116,12 +116,14 @@ def build_replay(
     num_streams: int | None = None,
     capacity: int | None = None,
     setting: str = "dqn.buffer_size",
+    stream: str = "replay",
 ) -> Buffer:
     """The replay a run uses for ``env``, its size checked against the free memory: a
     :class:`~rlamd.replay.TransitionStorage` and the sampler ``cfg.prioritized`` chooses.
 
     A Ray learner's shard passes its own ``num_streams`` (the envs of the rollout actors
-    feeding it) and ``capacity`` (its share of ``cfg.buffer_size``).
+    feeding it), ``capacity`` (its share of ``cfg.buffer_size``) and ``stream`` (the name
+    its draws' seed is derived under with the run seed, :func:`rlamd.seeding.stream_seed`).
     """
     shape, obs_dtype, stack = obs_info(env)
     actions = _action_layout(env)
@@ -147,4 +149,4 @@ def build_replay(
         if cfg.prioritized
         else UniformSampler(storage.capacity, device=device)
     )
-    return Buffer(storage, sampler, seed=stream_seed(seed, "replay"))
+    return Buffer(storage, sampler, seed=stream_seed(seed, stream))
