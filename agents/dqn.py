@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
 from rlamd.replay import ReplayBatch, ReplayBuffer
-from rlamd.seeding import stream_seed
+from rlamd.seeding import stream_generator
 
 from .networks import QNetwork
 
@@ -225,8 +225,7 @@ class DQN:
         )
         self._q_fn = torch.compile(self.q) if compile else self.q
         self._target_fn = torch.compile(self.target) if compile else self.target
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(stream_seed(seed, "act"))
+        self.generator = stream_generator(seed, "act", device)
         self.updates = 0
         self.sync = None
         """Set by a distributed learner (:class:`rlamd.distributed.GradSync`): batch

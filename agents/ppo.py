@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer, set_lr
-from rlamd.seeding import stream_seed
+from rlamd.seeding import stream_generator
 
 from .distributions import Categorical, DiagGaussian
 from .networks import ActorCritic
@@ -153,8 +153,7 @@ class PPO:
         self.optimizer = make_optimizer(
             self.params, cfg.lr, cfg.adam_eps, device, capturable=capturable
         )
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(stream_seed(seed, "act"))
+        self.generator = stream_generator(seed, "act", device)
         self.updates = 0
         self.sync = None
         """Set by a distributed learner (:class:`rlamd.distributed.GradSync`)."""

@@ -24,7 +24,7 @@ import torch
 
 from rlamd.precision import Precision, load_optimizer_state, make_optimizer
 from rlamd.profiling import span
-from rlamd.seeding import stream_seed
+from rlamd.seeding import stream_generator
 
 from .networks import TwinQ
 
@@ -309,10 +309,8 @@ class TwinCriticAgent:
             self.actor_params, cfg.lr, cfg.adam_eps, device, capturable=capturable
         )
         self._more(low, high, capturable)
-        self.generator = torch.Generator(device=device)
-        self.generator.manual_seed(stream_seed(seed, "act"))
-        self.learn_generator = torch.Generator(device=device)
-        self.learn_generator.manual_seed(stream_seed(seed, "learn"))
+        self.generator = stream_generator(seed, "act", device)
+        self.learn_generator = stream_generator(seed, "learn", device)
         self.updates = 0
         self.sync = None
         """Gradient all-reduce (unused: SAC and TD3 run in one process)."""

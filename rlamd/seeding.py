@@ -16,8 +16,9 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
+import torch
 
-__all__ = ["stream_seed"]
+__all__ = ["stream_generator", "stream_seed"]
 
 
 def stream_seed(seed: int, name: str) -> int:
@@ -30,3 +31,8 @@ def stream_seed(seed: int, name: str) -> int:
     words = [seed % 2**64, zlib.crc32(name.encode())]
     (value,) = np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)
     return int(value) >> 1
+
+
+def stream_generator(seed: int, name: str, device: torch.device) -> torch.Generator:
+    """A generator on ``device`` seeded for the stream ``name`` (:func:`stream_seed`)."""
+    return torch.Generator(device=device).manual_seed(stream_seed(seed, name))

@@ -27,6 +27,13 @@ def _global_stream(seed: int) -> torch.Tensor:
     return _draws(torch.Generator().manual_seed(seed))
 
 
+def _assert_all_differ(draws: dict) -> None:
+    keys = list(draws)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1 :]:
+            assert not torch.equal(draws[a], draws[b]), f"{a} and {b} draw the same numbers"
+
+
 def test_stream_seeds_are_fixed_distinct_and_in_range():
     names = ["act", "learn", "replay"]
     seen = {stream_seed(s, n) for s in (0, 1, 2, 2**31 - 1, -5) for n in names}
@@ -56,10 +63,7 @@ def test_acting_and_replay_streams_differ_from_the_weights_and_each_other(env_id
     streams["replay"] = _draws(loop.buffer.generator)
     if hasattr(loop.agent, "learn_generator"):
         streams["learn"] = _draws(loop.agent.learn_generator)
-    names = list(streams)
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            assert not torch.equal(streams[a], streams[b]), f"{a} and {b} draw the same numbers"
+    _assert_all_differ(streams)
     loop.collector.env.close()
 
 
@@ -120,8 +124,5 @@ def test_each_ray_learners_replay_shard_has_its_own_stream_across_seeds():
 
     draws = {(s, r): shard(s, r) for s in (SEED, SEED + 1) for r in (0, 1)}
     assert torch.equal(shard(SEED, 1), draws[SEED, 1])  # fixed by seed and rank
-    keys = list(draws)
-    for i, a in enumerate(keys):
-        for b in keys[i + 1 :]:
-            assert not torch.equal(draws[a], draws[b]), f"shards {a} and {b} draw alike"
+    _assert_all_differ(draws)
     env.close()
