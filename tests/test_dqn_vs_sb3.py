@@ -137,3 +137,19 @@ def test_updates_per_second_are_compared_only_for_seeds_run_side_by_side(tmp_pat
     runs = sorted(tmp_path.glob("seed*"))
     assert mod.pair_ratios(runs) == [("seed2", pytest.approx(1.5))]  # 30 against 20
     assert mod.summary([tmp_path])[2].endswith("| 1.50x (1) |")
+
+
+def test_the_continuous_report_counts_each_sides_seeds(tmp_path, capsys):
+    """A side with fewer finished seeds (SB3's runs copied beside a rerun of ours) is
+    said with its own count, not the number of seed folders."""
+    pytest.importorskip("scipy")
+    mod = _script()
+    for seed in (1, 2, 3):
+        _race(tmp_path, seed, {1000: 1.0, 2000: 2.0}, {1000: 1.5, 2000: 2.5})
+    mod.report_evals(tmp_path, "three")
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("three: mean evaluation return over 3 seeds (mean"), first
+    (tmp_path / "seed3" / "rlamd" / "evals.csv").unlink()
+    mod.report_evals(tmp_path, "three")
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("three: mean evaluation return over 2 (rlamd) / 3 (SB3) seeds"), first
