@@ -9,7 +9,15 @@ import pytest
 
 pytest.importorskip("scipy")
 
-from rlamd.sweep.stats import BOOTSTRAP_RUNS, compare, interval, iqm, summarize, t_interval
+from rlamd.sweep.stats import (
+    BOOTSTRAP_RUNS,
+    compare,
+    gap_lines,
+    interval,
+    iqm,
+    summarize,
+    t_interval,
+)
 
 
 def test_iqm_is_the_mean_of_the_middle_half():
@@ -184,3 +192,17 @@ def test_curve_bands_follow_the_seed_count():
     assert tuple(rows[j, 1:]) == interval([values[:, j]], resamples=CURVE_RESAMPLES, seed=j)
     _, forced, values = aggregate(curves(BOOTSTRAP_RUNS), 1, use_iqm=False)
     assert np.allclose(forced[:, 0], values.mean(0))  # one statistic for a whole chart
+
+
+def test_gap_lines_give_each_group_and_each_gap_worked_by_hand():
+    pytest.importorskip("scipy")
+    lines = gap_lines(
+        {"a": [1.0, 2.0, 3.0], "bb": [4.0, 5.0, 6.0]},
+        [("a - bb", [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), ("one", [7.0], [4.0, 5.0])],
+    )
+    assert lines[:2] == ["  a        2 ±     1   [1, 2, 3]", "  bb       5 ±     1   [4, 5, 6]"]
+    # Welch: standard error sqrt(1/3 + 1/3), 4 degrees of freedom, t = 2.776: -3 +- 2.27;
+    # Mann-Whitney, every x below every y at 3 a side: two-sided exact p = 2 / 20
+    assert lines[2] == "  a - bb      -3 [-5, -1]  p = 0.10"
+    # one run a side has no interval and no p-value: said as nan, not made up
+    assert lines[3] == "  one         +2 [+nan, +nan]  p = nan"

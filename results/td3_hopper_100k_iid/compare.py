@@ -9,7 +9,7 @@ Reads the stored evaluations (mean return of 10 episodes of the mean action) of
 
 and prints, at 100k and over the curve (each run's mean over its evaluations 10k-100k),
 each group on the seeds the independent runs cover, and the gaps with Welch's 95%
-interval and the Mann-Whitney p-value (:func:`rlamd.sweep.stats.compare`).
+interval and the Mann-Whitney p-value (:func:`rlamd.sweep.stats.gap_lines`).
 
     .venv/bin/python results/td3_hopper_100k_iid/compare.py
 """
@@ -18,7 +18,7 @@ import csv
 import statistics
 from pathlib import Path
 
-from rlamd.sweep.stats import compare
+from rlamd.sweep.stats import gap_lines
 
 HERE = Path(__file__).parent
 PARITY = HERE.parent / "td3_hopper_100k_parity"
@@ -45,22 +45,14 @@ def main() -> None:
             "SB3": [figure(PARITY / f"seed{s}/sb3/evals.csv", what) for s in seeds],
         }
         print(what)
-        for name, xs in g.items():
-            row = ", ".join(f"{x:,.0f}" for x in xs)
-            print(
-                f"  {name:<20} {statistics.mean(xs):7,.0f} ± {statistics.stdev(xs):5,.0f}   [{row}]"
-            )
         sb3_all = [figure(PARITY / f"seed{s}/sb3/evals.csv", what) for s in every]
-        pairs = [
+        gaps = [
             ("rlamd stratified - SB3, these seeds", g["rlamd, stratified"], g["SB3"]),
             ("rlamd independent - SB3, these seeds", g["rlamd, independent"], g["SB3"]),
             ("rlamd independent - SB3, all SB3 seeds", g["rlamd, independent"], sb3_all),
             ("rlamd independent - stratified", g["rlamd, independent"], g["rlamd, stratified"]),
         ]
-        for label, ours, theirs in pairs:
-            c = compare(ours, theirs)
-            gap, low, high = c.mean_gap
-            print(f"  {label:<40} {gap:+7,.0f} [{low:+,.0f}, {high:+,.0f}]  p = {c.p_value:.2f}")
+        print("\n".join(gap_lines(g, gaps)))
 
 
 if __name__ == "__main__":

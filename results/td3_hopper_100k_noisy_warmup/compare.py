@@ -10,7 +10,7 @@ Reads the stored evaluations (mean return of 10 episodes of the mean action) of
 
 and prints, at 100k and over the curve (each run's mean over its evaluations 10k-100k),
 each group on the seeds the noisy runs cover, and the gaps with Welch's 95% interval and
-the Mann-Whitney p-value (:func:`rlamd.sweep.stats.compare`).
+the Mann-Whitney p-value (:func:`rlamd.sweep.stats.gap_lines`).
 
     .venv/bin/python results/td3_hopper_100k_noisy_warmup/compare.py
 """
@@ -19,7 +19,7 @@ import csv
 import statistics
 from pathlib import Path
 
-from rlamd.sweep.stats import compare
+from rlamd.sweep.stats import gap_lines
 
 HERE = Path(__file__).parent
 SEEDING = HERE.parent / "td3_hopper_100k_seeding"
@@ -46,22 +46,14 @@ def main() -> None:
             "SB3": [figure(SEEDING / f"seed{s}/sb3/evals.csv", what) for s in seeds],
         }
         print(what)
-        for name, xs in g.items():
-            row = ", ".join(f"{x:,.0f}" for x in xs)
-            print(
-                f"  {name:<16} {statistics.mean(xs):7,.0f} ± {statistics.stdev(xs):5,.0f}   [{row}]"
-            )
         sb3_all = [figure(SEEDING / f"seed{s}/sb3/evals.csv", what) for s in every]
-        pairs = [
+        gaps = [
             ("rlamd uniform - SB3, these seeds", g["rlamd, uniform"], g["SB3"]),
             ("rlamd noisy - SB3, these seeds", g["rlamd, noisy"], g["SB3"]),
             ("rlamd noisy - SB3, all SB3 seeds", g["rlamd, noisy"], sb3_all),
             ("rlamd noisy - uniform", g["rlamd, noisy"], g["rlamd, uniform"]),
         ]
-        for label, ours, theirs in pairs:
-            c = compare(ours, theirs)
-            gap, low, high = c.mean_gap
-            print(f"  {label:<36} {gap:+7,.0f} [{low:+,.0f}, {high:+,.0f}]  p = {c.p_value:.2f}")
+        print("\n".join(gap_lines(g, gaps)))
 
 
 if __name__ == "__main__":

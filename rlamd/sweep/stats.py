@@ -35,6 +35,7 @@ __all__ = [
     "Comparison",
     "Interval",
     "compare",
+    "gap_lines",
     "interval",
     "iqm",
     "summarize",
@@ -265,3 +266,26 @@ def compare(
         spread = x.var() > 0 or y.var() > 0
         welch = _welch(x, y, gap, confidence) if spread else (gap, gap)
     return Comparison((int(x.size), int(y.size)), (gap, *welch), *figures, p_value)
+
+
+def gap_lines(
+    groups: dict[str, Sequence[float]],
+    gaps: Sequence[tuple[str, Sequence[float], Sequence[float]]],
+) -> list[str]:
+    """An experiment's comparison as text: one line per group (mean ± standard deviation,
+    then each run), then one per ``(label, X, Y)`` of ``gaps`` (mean(X) - mean(Y) with
+    Welch's interval, and the Mann-Whitney p-value of :func:`compare`), indented by two."""
+    wide = max(map(len, groups))
+    out = []
+    for name, xs in groups.items():
+        runs = ", ".join(f"{x:,.0f}" for x in xs)
+        spread = np.std(xs, ddof=1) if len(xs) > 1 else math.nan
+        out.append(f"  {name:<{wide}} {np.mean(xs):7,.0f} ± {spread:5,.0f}   [{runs}]")
+    wide = max((len(label) for label, _, _ in gaps), default=0)
+    for label, ours, theirs in gaps:
+        c = compare(ours, theirs)
+        gap, low, high = c.mean_gap
+        out.append(
+            f"  {label:<{wide}} {gap:+7,.0f} [{low:+,.0f}, {high:+,.0f}]  p = {c.p_value:.2f}"
+        )
+    return out
