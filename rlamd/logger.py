@@ -32,6 +32,7 @@ __all__ = [
     "RunLogger",
     "csv_rows",
     "eval_row",
+    "read_evals",
     "read_rows",
     "split_rows",
 ]
@@ -79,6 +80,11 @@ def read_rows(path: Path, header: str) -> list[list[str]]:
     except OSError:
         return []
     return [r.split(",") for r in csv_rows(text, header, 2**62)]
+
+
+def read_evals(path: Path) -> dict[int, float]:
+    """An ``evals.csv``'s mean return by step (:data:`EVALS_HEADER`); empty if unreadable."""
+    return {int(r[0]): float(r[1]) for r in read_rows(path, EVALS_HEADER)}
 
 
 def csv_rows(text: str, header: str, last_step: int) -> list[str]:

@@ -200,13 +200,6 @@ def _sb3_continuous(
     model.learn(steps, callback=Marks())
 
 
-def _read_evals(path: Path) -> dict[int, float]:
-    if not path.exists():
-        return {}
-    with open(path, encoding="utf-8") as f:
-        return {int(r["step"]): float(r["mean"]) for r in csv.DictReader(f)}
-
-
 _LINE = re.compile(r"step ([\d,]+)/[\d,]+ \| SPS [\d,.]+ \| upd/s ([\d,.]+)")
 
 
@@ -257,9 +250,11 @@ def _cell(values: list[float]) -> str:
 def _race(out: Path) -> tuple[list[Path], dict[str, list[dict[int, float]]], list[int]]:
     """A SAC or TD3 race folder's seed folders, both sides' evaluations per seed, and
     every evaluation mark either side reached."""
+    from rlamd.logger import read_evals
+
     runs = sorted(p for p in out.glob("seed*") if p.is_dir())
     sides = {"rlamd": "rlamd", "SB3": "sb3"}
-    evals = {name: [_read_evals(r / d / "evals.csv") for r in runs] for name, d in sides.items()}
+    evals = {name: [read_evals(r / d / "evals.csv") for r in runs] for name, d in sides.items()}
     marks = sorted(set().union(*(e.keys() for es in evals.values() for e in es)))
     return runs, evals, marks
 

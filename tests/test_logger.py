@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlamd.logger import RunLogger, csv_rows
+from rlamd.logger import EVALS_HEADER, RunLogger, csv_rows, eval_row, read_evals
 
 
 def test_updates_per_second_after_resume_count_only_new_updates(tmp_path, capsys):
@@ -193,3 +193,17 @@ def test_time_paused_for_evaluations_is_left_out_of_the_rates(tmp_path, monkeypa
     assert first["charts/SPS"] == pytest.approx(100 / 1.0)  # 10 s less the 9 s pause
     assert first["charts/updates_per_s"] == pytest.approx(10 / 1.0)
     assert second["charts/SPS"] == pytest.approx(200 / 2.0)  # the pause counts once
+
+
+def test_read_evals_gives_the_mean_by_step_and_nothing_for_a_missing_file(tmp_path):
+    path = tmp_path / "evals.csv"
+    path.write_text(
+        EVALS_HEADER
+        + "\n"
+        + eval_row(1000, -2.5, 1.0, 10)
+        + eval_row(2000, 7.25, 0.5, 10)
+        + "3000,8.0,0.1",  # torn: a crash before the newline
+        encoding="utf-8",
+    )
+    assert read_evals(path) == {1000: -2.5, 2000: 7.25}
+    assert read_evals(tmp_path / "none.csv") == {}

@@ -14,23 +14,18 @@ interval and the Mann-Whitney p-value (:func:`rlamd.sweep.stats.gap_lines`).
     .venv/bin/python results/td3_hopper_100k_iid/compare.py
 """
 
-import csv
 import statistics
 from pathlib import Path
 
+from rlamd.logger import read_evals
 from rlamd.sweep.stats import gap_lines
 
 HERE = Path(__file__).parent
 PARITY = HERE.parent / "td3_hopper_100k_parity"
 
 
-def evals(path: Path) -> dict[int, float]:
-    with open(path, encoding="utf-8") as f:
-        return {int(r["step"]): float(r["mean"]) for r in csv.DictReader(f)}
-
-
 def figure(path: Path, what: str) -> float:
-    got = evals(path)
+    got = read_evals(path)
     return got[100_000] if what == "at 100k" else statistics.mean(got.values())
 
 
