@@ -264,11 +264,11 @@ def report_evals(out: Path, title: str = "") -> None:
     reached, updates/s) and ``OUT/curves.png`` of a SAC or TD3 race in ``out``."""
     runs, evals, marks = _race(out)
     rates = [updates_per_s(r) for r in runs]
-    counts = {sum(1 for e in es if e) for es in evals.values()}
-    seeds = " / ".join(f"{sum(1 for e in es if e)} ({name})" for name, es in evals.items())
+    counts = {name: sum(1 for e in es if e) for name, es in evals.items()}
+    seeds = " / ".join(f"{n} ({name})" for name, n in counts.items())
     print(
         f"{title or out.name}: mean evaluation return over "
-        f"{counts.pop() if len(counts) == 1 else seeds} seeds (mean±std), "
+        f"{counts['rlamd'] if len(set(counts.values())) == 1 else seeds} seeds (mean±std), "
         "10 episodes of the mean action each"
     )
     print(f"{'framework':<10}" + "".join(f"{m / 1000:>10g}k" for m in marks) + "    updates/s")

@@ -195,7 +195,6 @@ def test_curve_bands_follow_the_seed_count():
 
 
 def test_gap_lines_give_each_group_and_each_gap_worked_by_hand():
-    pytest.importorskip("scipy")
     lines = gap_lines(
         {"a": [1.0, 2.0, 3.0], "bb": [4.0, 5.0, 6.0]},
         [("a - bb", [1.0, 2.0, 3.0], [4.0, 5.0, 6.0]), ("one", [7.0], [4.0, 5.0])],
