@@ -41,7 +41,14 @@ from rlamd.envs import (
 from rlamd.envvars import check_environment
 from rlamd.hostalloc import tune_host_allocator
 
-__all__ = ["EVAL_MAX_STEPS", "Evaluation", "evaluate_episodes", "evaluate_policy", "main"]
+__all__ = [
+    "EVAL_MAX_STEPS",
+    "Evaluation",
+    "episode_quota",
+    "evaluate_episodes",
+    "evaluate_policy",
+    "main",
+]
 
 
 EVAL_MAX_STEPS = 27_000
@@ -84,6 +91,15 @@ def eval_seed(train_seed: int, step: int) -> int:
     return (10_000 + step + 1_000_003 * train_seed) % (2**31 - 64)
 
 
+def episode_quota(episodes: int, num_envs: int) -> np.ndarray:
+    """How many episodes each of ``num_envs`` envs plays into an evaluation of ``episodes``:
+    fixed before anything is played (they sum to ``episodes``, as SB3's ``evaluate_policy``
+    splits them). Taking instead the first ``episodes`` to finish would favour short
+    episodes, which on a task like Hopper are the failed ones: 2 of 10 episodes so chosen
+    pulled a bimodal policy's mean down by about a sixth (``results/eval_quota/``)."""
+    return np.array([(episodes + i) // num_envs for i in range(num_envs)], dtype=np.int64)
+
+
 def evaluate_policy(
     policy: Callable[[torch.Tensor], torch.Tensor], env_name: str, episodes: int, **kwargs
 ) -> list[float]:
@@ -119,12 +135,13 @@ def evaluate_episodes(
 ) -> Evaluation:
     """Play ``episodes`` whole episodes with ``policy``: their real scores and what was cut.
 
-    ``video_dir`` gets one GIF per episode of env 0 (as many as each env plays): Atari
-    from its frames, every other env from ``render()`` (check first with
-    :func:`rlamd.envs.render_problem`). ``module`` and ``env_cfg`` make the env as the run
-    did (``train.env_module``, the ``env`` section). An episode of an env without an end
-    is cut at the cap (:func:`_cap`) and counted with its score so far; ``say`` hears
-    how far the play is every :data:`PROGRESS_EVERY_S` seconds.
+    Each env plays the share :func:`episode_quota` gives it, whatever the others do.
+    ``video_dir`` gets one GIF per episode env 0 counts: Atari from its frames, every
+    other env from ``render()`` (check first with :func:`rlamd.envs.render_problem`).
+    ``module`` and ``env_cfg`` make the env as the run did (``train.env_module``, the
+    ``env`` section). An episode of an env without an end is cut at the cap (:func:`_cap`)
+    and counted with its score so far; ``say`` hears how far the play is every
+    :data:`PROGRESS_EVERY_S` seconds.
     """
     is_atari = parse_env_id(env_name, module).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
@@ -139,21 +156,21 @@ def evaluate_episodes(
     collector = Collector(env, device, seed)
     scores: list[float] = []
     cut = 0
-    started = np.zeros(n, dtype=np.int64)  # episodes begun per env: keeps the mix unbiased
-    quota = -(-episodes // n)
-    video = _Video(video_dir, env, quota) if video_dir is not None else None
+    quota = episode_quota(episodes, n)
+    played = np.zeros(n, dtype=np.int64)
+    video = _Video(video_dir, env, int(quota[0])) if video_dir is not None else None
     steps, told = 0, time.monotonic()
     try:
-        while len(scores) < episodes and steps < max_steps:
+        while (played < quota).any() and steps < max_steps:
             _, _, s = collector.step(policy)
             steps += n
             if video is not None:
                 video.step(s)
             for i in np.flatnonzero(s.done):
-                if started[i] < quota:
+                if played[i] < quota[i]:
                     scores.append(float(s.episode_return[i]))
                     cut += bool(cap and s.truncated[i] and s.episode_length[i] >= cap)
-                started[i] += 1
+                played[i] += 1
             if say is not None and time.monotonic() - told >= PROGRESS_EVERY_S:
                 told = time.monotonic()
                 say(
@@ -161,7 +178,7 @@ def evaluate_episodes(
                 )
     finally:
         collector.close()
-    return Evaluation(scores[:episodes], min(cut, episodes), cap, steps)
+    return Evaluation(scores, cut, cap, steps)
 
 
 class _Video:

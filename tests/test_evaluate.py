@@ -1,0 +1,61 @@
+"""Which episodes an evaluation counts: a plan per env fixed before play, so short
+episodes are not favoured by finishing first (``rlamd.evaluate.episode_quota``)."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlamd.evaluate import episode_quota, evaluate_episodes
+
+SHORT, LONG = 2, 30
+
+
+class _Uneven(gym.Env):
+    """Env 0 of a vector env (reset seed 0) plays ``SHORT``-step episodes, every other env
+    ``LONG``-step ones; each step pays 1, so an episode's score is its length."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.length, self.t = LONG, 0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        if seed is not None:
+            self.length = SHORT if seed == 0 else LONG
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        self.t += 1
+        return np.zeros(1, np.float32), 1.0, self.t >= self.length, False, {}
+
+
+def make_uneven() -> gym.Env:
+    return _Uneven()
+
+
+def _zeros(obs: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(obs.shape[0], dtype=torch.int64)
+
+
+@pytest.mark.parametrize(("episodes", "envs"), [(10, 8), (8, 8), (3, 2), (5, 1), (7, 3)])
+def test_the_quota_splits_the_episodes_over_the_envs_as_evenly_as_it_can(episodes, envs):
+    quota = episode_quota(episodes, envs)
+    assert quota.sum() == episodes and len(quota) == envs
+    assert quota.max() - quota.min() <= 1
+
+
+def test_a_fast_env_plays_its_quota_and_no_more():
+    """Env 0 finishes 15 episodes while the others play one; the first 10 episodes to end
+    would be 8 of env 0's and 2 long ones. The plan counts env 0's one (10 // 8) and every
+    other env's, envs 6 and 7 twice."""
+    played = evaluate_episodes(
+        _zeros, "tests.test_evaluate:make_uneven", 10, device=torch.device("cpu"), seed=0
+    )
+    assert sorted(played.scores) == [SHORT] + [LONG] * 9
+    assert played.steps == 2 * LONG * 8
