@@ -135,13 +135,12 @@ def evaluate_episodes(
 ) -> Evaluation:
     """Play ``episodes`` whole episodes with ``policy``: their real scores and what was cut.
 
-    Each env plays the share :func:`episode_quota` gives it, whatever the others do.
-    ``video_dir`` gets one GIF per episode env 0 counts: Atari from its frames, every
-    other env from ``render()`` (check first with :func:`rlamd.envs.render_problem`).
-    ``module`` and ``env_cfg`` make the env as the run did (``train.env_module``, the
-    ``env`` section). An episode of an env without an end is cut at the cap (:func:`_cap`)
-    and counted with its score so far; ``say`` hears how far the play is every
-    :data:`PROGRESS_EVERY_S` seconds.
+    Each env plays its :func:`episode_quota`. ``video_dir`` gets one GIF per episode env 0
+    counts: Atari from its frames, every other env from ``render()`` (check first with
+    :func:`rlamd.envs.render_problem`). ``module`` and ``env_cfg`` make the env as the run
+    did (``train.env_module``, the ``env`` section). An episode of an env without an end
+    is cut at the cap (:func:`_cap`) and counted with its score so far; ``say`` hears
+    how far the play is every :data:`PROGRESS_EVERY_S` seconds.
     """
     is_atari = parse_env_id(env_name, module).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
