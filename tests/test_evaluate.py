@@ -51,11 +51,19 @@ def test_the_quota_splits_the_episodes_over_the_envs_as_evenly_as_it_can(episode
 
 
 def test_a_fast_env_plays_its_quota_and_no_more():
-    """Env 0 finishes 15 episodes while the others play one; the first 10 episodes to end
-    would be 8 of env 0's and 2 long ones. The plan counts env 0's one (10 // 8) and every
-    other env's, envs 6 and 7 twice."""
+    """Env 0 ends 15 episodes while the others play one. The former rule (the first 10 to
+    end, at most 2 begun per env) counted 2 of env 0's and 8 long ones; the plan counts env
+    0's one (10 // 8) and every other env's, envs 6 and 7 twice."""
     played = evaluate_episodes(
         _zeros, "tests.test_evaluate:make_uneven", 10, device=torch.device("cpu"), seed=0
     )
     assert sorted(played.scores) == [SHORT] + [LONG] * 9
     assert played.steps == 2 * LONG * 8
+
+
+def test_more_envs_than_episodes_count_exactly_the_episodes_asked():
+    """3 episodes on 8 envs: envs 0-4 get none (env 0's short ones are never counted)."""
+    played = evaluate_episodes(
+        _zeros, "tests.test_evaluate:make_uneven", 3, device=torch.device("cpu"), seed=0, num_envs=8
+    )
+    assert played.scores == [LONG] * 3

@@ -14,10 +14,10 @@ steps both policies' mean return on the same 10 evaluation episodes.
         --control > results/td3_hopper_shadow/seed1.txt
 
 ``--control`` adds a second shadow, SB3's own TD3 with PyTorch's fused Adam (the same
-formula, other rounding), fed the same way. ``seed1.txt`` (2026-12-07): both stay within
-1e-5 of SB3 for the first 250 updates and part from it alike: the critics 1e-2 apart by
-500 updates, 1e-1 by 2,000, and the actors' saturated actions flipping by 1,000 (largest
-difference 2, the box's width). A TD3 run on Hopper is chaotic at the rounding level: it
+formula, other rounding), fed the same way. ``seed1.txt`` (2026-12-07): after 250 updates
+rlamd's critics are within 3e-5 of SB3's and the control's within 1e-6; then both part from
+SB3 on the same timescale: the critics 1e-2 apart by 500 updates, 1e-1 by 2,000, and by
+1,000 the largest action difference is 2, the box's width. A TD3 run on Hopper is chaotic at the rounding level: it
 magnifies a change in the last bit within a few hundred updates, so two implementations
 equal to rounding share a seed's first moments only, and agree, if at all, in distribution.
 """
