@@ -43,6 +43,7 @@ from stable_baselines3.common.monitor import Monitor  # noqa: E402
 from stable_baselines3.common.noise import NormalActionNoise  # noqa: E402
 
 from rlamd.agents.td3 import TD3, TD3Config  # noqa: E402
+from rlamd.evaluate import evaluate_policy as evaluate_policy_rlamd  # noqa: E402
 from rlamd.precision import Precision  # noqa: E402
 from rlamd.replay import ReplayBatch  # noqa: E402
 from tests.agents.test_sb3_parity import _copy_td3, _OneBatch, _rel  # noqa: E402
@@ -171,7 +172,6 @@ def main() -> None:
     start = copy.deepcopy(model.actor)
     eval_env = Monitor(gym.make(ENV))
     eval_env.reset(seed=10_000 + args.seed)
-    same = gym.make(ENV)
     probe = np.random.default_rng(0)
     print(f"SB3 TD3 on {ENV}, seed {args.seed}, with rlamd's learner as its shadow", flush=True)
 
@@ -192,7 +192,7 @@ def main() -> None:
                     print(f"  fused Adam:  {_gaps(theirs, _outputs(model.twin, obs, act))}")
             if step % 10_000 == 0:
                 race, _ = evaluate_policy(model, eval_env, n_eval_episodes=10)
-                both = [_returns(net, same, step) for net in (model.actor, model.shadow.actor)]
+                both = [_returns(net, step) for net in (model.actor, model.shadow.actor)]
                 print(
                     f"step {step:>6}  evaluation: SB3 {race:.1f} (as the race); on one set of"
                     f" 10 episodes SB3 {both[0]:.1f}, shadow {both[1]:.1f}",
@@ -203,18 +203,13 @@ def main() -> None:
     model.learn(args.steps, callback=Marks())
 
 
-def _returns(actor: torch.nn.Module, env: gym.Env, step: int) -> float:
-    """``actor``'s mean return on 10 episodes, the env reset with one seed per step and then
-    on its own (so both policies play from the same start states)."""
-    scores, obs, total = [], env.reset(seed=step)[0], 0.0
-    while len(scores) < 10:
-        with torch.no_grad():
-            a = actor(torch.as_tensor(obs).float()[None])[0].numpy()
-        obs, r, term, trunc, _ = env.step(a)
-        total += float(r)
-        if term or trunc:
-            scores.append(total)
-            obs, total = env.reset()[0], 0.0
+def _returns(actor: torch.nn.Module, step: int) -> float:
+    """``actor``'s mean return on 10 episodes on one env, reset with the seed ``step`` and
+    then on its own (so both policies play from the same start states)."""
+    with torch.no_grad():
+        scores = evaluate_policy_rlamd(
+            lambda obs: actor(obs.float()), ENV, 10, device=CPU, seed=step, num_envs=1
+        )
     return statistics.mean(scores)
 
 
