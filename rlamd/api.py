@@ -42,7 +42,7 @@ from rlamd.config.sources import parse_set
 from rlamd.device import resolve_device
 from rlamd.envs import ObsTransform, make_env, parse_env_id, probe_env, register_factory
 from rlamd.envs.checks import describe_value
-from rlamd.evaluate import eval_seed, evaluate_policy
+from rlamd.evaluate import eval_seed, evaluate_episodes
 from rlamd.rundir import claim
 from rlamd.runner import run
 from rlamd.runner import run_name as folder_name
@@ -64,6 +64,9 @@ class EvalResult:
     """Population standard deviation of the scores."""
     scores: tuple[float, ...]
     """Each episode's score."""
+    note: str = ""
+    """What else the evaluation said: episodes a step cap cut, or fewer episodes than asked
+    (mean and std are NaN when none ended)."""
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,7 @@ def _final_eval(run_dir: Path) -> EvalResult:
     cfg = RunConfig.from_dict(state["config"])
     device = resolve_device(cfg.train.device)
     agent = build_agent(cfg, device, agent_state=state["agent"])
-    scores = evaluate_policy(
+    played = evaluate_episodes(
         get_algorithm(cfg.train.algo).policy(agent, cfg),
         cfg.train.env,
         cfg.train.eval_episodes,
@@ -182,7 +185,10 @@ def _final_eval(run_dir: Path) -> EvalResult:
         module=cfg.train.env_module,
         env_cfg=cfg.env,
     )
-    return EvalResult(statistics.fmean(scores), statistics.pstdev(scores), tuple(scores))
+    scores, nan = played.scores, float("nan")
+    mean = statistics.fmean(scores) if scores else nan
+    std = statistics.pstdev(scores) if scores else nan
+    return EvalResult(mean, std, tuple(scores), played.remarks())
 
 
 class Policy:

@@ -69,15 +69,29 @@ class Evaluation(NamedTuple):
     """The step cap rlamd put on each episode (None: the env's own limit, or Atari's)."""
     steps: int
     """Env steps played."""
+    asked: int
+    """Episodes asked for: more than ``len(scores)`` when the play ran out of steps."""
 
     def note(self) -> str:
-        """What to say beside the scores: episodes the cap cut, or the play that ran out."""
+        """:meth:`remarks` in brackets after a space, to follow the scores ("" if none)."""
+        remarks = self.remarks()
+        return f" ({remarks})" if remarks else ""
+
+    def remarks(self) -> str:
+        """Episodes the cap cut, and the play that ran out before every episode ended."""
+        said = []
         if self.cut:
-            return (
-                f" ({self.cut} cut at {self.cap:,} steps without an end: env.eval_max_steps "
-                "sets the cap)"
+            said.append(
+                f"{self.cut} cut at {self.cap:,} steps without an end: env.eval_max_steps "
+                "sets the cap"
             )
-        return ""
+        if len(self.scores) < self.asked:
+            fix = "a lower env.eval_max_steps cuts them sooner" if self.cap else "ask fewer"
+            said.append(
+                f"only {len(self.scores)} of {self.asked} episodes ended in the "
+                f"{self.steps:,} steps an evaluation may play; {fix}"
+            )
+        return "; ".join(said)
 
 
 def eval_seed(train_seed: int, step: int) -> int:
@@ -139,8 +153,8 @@ def evaluate_episodes(
     counts: Atari from its frames, every other env from ``render()`` (check first with
     :func:`rlamd.envs.render_problem`). ``module`` and ``env_cfg`` make the env as the run
     did (``train.env_module``, the ``env`` section). An episode of an env without an end
-    is cut at the cap (:func:`_cap`) and counted with its score so far; ``say`` hears
-    how far the play is every :data:`PROGRESS_EVERY_S` seconds.
+    is cut at the cap (:func:`_cap`) and counted with its score so far; play stops at
+    ``max_steps`` env steps in all. ``say`` hears progress every :data:`PROGRESS_EVERY_S` s.
     """
     is_atari = parse_env_id(env_name, module).family == "atari"
     eval_atari = (atari or AtariConfig()).for_evaluation() if is_atari else None
@@ -177,7 +191,7 @@ def evaluate_episodes(
                 )
     finally:
         collector.close()
-    return Evaluation(scores, cut, cap, steps)
+    return Evaluation(scores, cut, cap, steps, episodes)
 
 
 class _Video:
@@ -344,13 +358,12 @@ def _report(args, path: Path, cfg: RunConfig, step: int, played: Evaluation) -> 
         "max": max(scores) if scores else float("nan"),
         "scores": scores,
         "cut": played.cut,
+        "asked": played.asked,
     }
     if args.json:
         print(json.dumps(result))
     elif not scores:
-        print(
-            f"{train.env} ({train.algo}, step {step:,}): no episode finished in {played.steps:,} steps"
-        )
+        print(f"{train.env} ({train.algo}, step {step:,}): no episode finished{played.note()}")
     else:
         print(
             f"{train.env} ({train.algo}, step {step:,}): {len(scores)} episodes, "

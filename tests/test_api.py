@@ -163,3 +163,25 @@ def test_policy_act_checks_the_observation_against_the_space(tmp_path):
         with pytest.raises(ValueError) as err:
             policy.act(bad)
         assert said in str(err.value) and takes in str(err.value)
+
+
+def test_a_final_evaluation_in_which_no_episode_ends_says_so(tmp_path, monkeypatch):
+    """The final evaluation stops at its step limit (here 4 steps) before an episode ends:
+    fit returns NaN scores and says why, where it used to raise StatisticsError."""
+    import rlamd.api
+    import rlamd.evaluate
+
+    def short_play(*args, **kwargs):
+        return rlamd.evaluate.evaluate_episodes(*args, **kwargs, max_steps=4)
+
+    monkeypatch.setattr(rlamd.api, "evaluate_episodes", short_play)
+    run = rlamd.fit(
+        ce.make_reach,
+        algo="ppo",
+        steps=256,
+        settings={**SHORT, **FAST, "ppo.num_steps": 64, "num_envs": 2},
+        logdir=tmp_path,
+    )
+    assert run.status == 0 and run.final_eval.scores == ()
+    assert np.isnan(run.final_eval.mean) and np.isnan(run.final_eval.std)
+    assert run.final_eval.note.startswith("only 0 of 2 episodes ended in the 4 steps")

@@ -67,3 +67,26 @@ def test_more_envs_than_episodes_count_exactly_the_episodes_asked():
         _zeros, "tests.test_evaluate:make_uneven", 3, device=torch.device("cpu"), seed=0, num_envs=8
     )
     assert played.scores == [LONG] * 3
+
+
+def test_a_play_that_runs_out_of_steps_says_how_many_episodes_ended():
+    """80 steps on 8 envs: env 0 ends its short episodes, no long one ends. The one score
+    counted is env 0's, and the note says 1 of 10 instead of passing it off as the mean."""
+    played = evaluate_episodes(
+        _zeros,
+        "tests.test_evaluate:make_uneven",
+        10,
+        device=torch.device("cpu"),
+        seed=0,
+        max_steps=80,
+    )
+    assert played.scores == [SHORT] and played.asked == 10
+    assert "only 1 of 10 episodes ended in the 80 steps" in played.note()
+    assert played.note().startswith(" (") and played.note().endswith(")")
+
+
+def test_a_whole_play_has_nothing_to_remark():
+    played = evaluate_episodes(
+        _zeros, "tests.test_evaluate:make_uneven", 8, device=torch.device("cpu"), seed=0
+    )
+    assert len(played.scores) == 8 and played.note() == "" and played.remarks() == ""
