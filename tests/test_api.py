@@ -29,18 +29,17 @@ def test_import_rlamd_loads_no_upper_layer_until_fit_is_used():
         _ = rlamd.fitt
 
 
+def _fit_reach(steps: int, **kwargs):
+    """PPO on the reach factory (Box actions), two envs, short rollouts."""
+    settings = {**SHORT, **FAST, "ppo.num_steps": 64, "num_envs": 2}
+    return rlamd.fit(ce.make_reach, algo="ppo", steps=steps, settings=settings, **kwargs)
+
+
 def test_fit_a_factory_then_load_and_act_in_the_envs_own_terms(tmp_path):
     """A module-level factory with Box actions (uneven bounds): fit runs the CLI's runner
     (run folder, checkpoint, final evaluation); load's policy takes the env's raw
     observations and returns actions inside the Box, deterministic by default."""
-    run = rlamd.fit(
-        ce.make_reach,
-        algo="ppo",
-        steps=512,
-        settings={**SHORT, **FAST, "ppo.num_steps": 64, "num_envs": 2},
-        logdir=tmp_path,
-        run_name="reach",
-    )
+    run = _fit_reach(512, logdir=tmp_path, run_name="reach")
     assert run.status == 0 and run.run_dir == tmp_path / "reach"
     assert (run.run_dir / "checkpoint.pt").is_file() and (run.run_dir / "config.toml").is_file()
     assert run.config.train.env == "tests.envs.custom_envs:make_reach"
@@ -175,13 +174,7 @@ def test_a_final_evaluation_in_which_no_episode_ends_says_so(tmp_path, monkeypat
         return rlamd.evaluate.evaluate_episodes(*args, **kwargs, max_steps=4)
 
     monkeypatch.setattr(rlamd.api, "evaluate_episodes", short_play)
-    run = rlamd.fit(
-        ce.make_reach,
-        algo="ppo",
-        steps=256,
-        settings={**SHORT, **FAST, "ppo.num_steps": 64, "num_envs": 2},
-        logdir=tmp_path,
-    )
+    run = _fit_reach(256, logdir=tmp_path)
     assert run.status == 0 and run.final_eval.scores == ()
     assert np.isnan(run.final_eval.mean) and np.isnan(run.final_eval.std)
     assert run.final_eval.note.startswith("only 0 of 2 episodes ended in the 4 steps")

@@ -276,3 +276,16 @@ def test_sample_factory_warnings_reach_the_race_log(monkeypatch, tmp_path, capsy
     sf.PEER.race_train(args, threading.Event(), evals=None)
     err = capsys.readouterr().err.splitlines()
     assert err == ["warning: Sample Factory export of checkpoint_1.pth failed: boom"]
+
+
+def test_a_peer_evaluation_in_which_no_episode_ends_writes_no_row(monkeypatch, tmp_path, capsys):
+    monkeypatch.setattr(race, "evaluate_policy", lambda *a, **k: [])
+    args = race.argparse.Namespace(
+        env="cartpole", eval_every=100, eval_episodes=3, eval_epsilon=0.0, seed=1, dir=tmp_path
+    )
+    evals = race.Evaluations(args)
+    assert evals.maybe(150, lambda obs: obs) is True
+    evals.csv.close()
+    assert race.read_evals(tmp_path / "evals.csv") == []
+    assert "eval at 150: no evaluation episode finished" in capsys.readouterr().err
+    assert evals.due_at == 200

@@ -293,7 +293,10 @@ class Evaluations:
         seed = eval_seed(self.seed, step)
         opts = {"device": torch.device("cpu"), "seed": seed, "atari": self.atari}
         scores = evaluate_policy(policy, self.env, self.episodes, **opts)
-        self.csv.write(eval_row(step, fmean(scores), pstdev(scores), len(scores)))
+        if scores:
+            self.csv.write(eval_row(step, fmean(scores), pstdev(scores), len(scores)))
+        else:  # none ended within the step cap: no row, as rlamd's runner writes none
+            print(f"eval at {step:,}: no evaluation episode finished", file=sys.stderr)
         self.due_at = (step // self.every + 1) * self.every
         return True
 
