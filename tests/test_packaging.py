@@ -38,6 +38,15 @@ def _source_copy(dest: Path) -> Path:
     return dest
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """One wheel of the files a commit would hold, and that wheel unpacked (a site folder)."""
+    base = tmp_path_factory.mktemp("built")
+    wheel = _build_wheel(base / "dist", _source_copy(base / "src"))
+    zipfile.ZipFile(wheel).extractall(base / "site")
+    return wheel, base / "site"
+
+
 def test_installed_package_imports_from_anywhere(tmp_path):
     """Run from a folder with no sources in it: works for `pip install -e .` and `pip install .`."""
     out = subprocess.run(
@@ -47,13 +56,11 @@ def test_installed_package_imports_from_anywhere(tmp_path):
     assert out[1].endswith(os.path.join("envs", "__init__.py"))
 
 
-def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
-    wheel = _build_wheel(tmp_path / "dist")
+def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path, built):
+    wheel, site = built
     names = zipfile.ZipFile(wheel).namelist()
     assert "rlamd/agents/__init__.py" in names and "rlamd/envs/atari.py" in names
     assert not any(n.startswith(("agents/", "envs/")) for n in names)
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(site)
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run(
         [sys.executable, "-c", IMPORT],
@@ -66,10 +73,10 @@ def test_wheel_maps_agents_and_envs_inside_rlamd(tmp_path):
     assert out[0].startswith(str(site)) and out[1].startswith(str(site))
 
 
-def test_wheel_ships_the_doctors_data_files(tmp_path):
+def test_wheel_ships_the_doctors_data_files(tmp_path, built):
     """The known errors and code tables are TOML beside the code: a non-editable install
     must carry every one, and the doctor must read them from there."""
-    wheel = _build_wheel(tmp_path / "dist")
+    wheel, site = built
     names = set(zipfile.ZipFile(wheel).namelist())
     data = sorted(
         p.relative_to(ROOT).as_posix()
@@ -77,8 +84,6 @@ def test_wheel_ships_the_doctors_data_files(tmp_path):
         for p in (ROOT / "rlamd" / "doctor" / folder).glob("*.toml")
     )
     assert len(data) >= 10 and set(data) <= names, set(data) - names
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(site)
     out = subprocess.run(
         [sys.executable, "-m", "rlamd.doctor", "--explain", "hipErrorLaunchOutOfResources"],
         cwd=tmp_path,
@@ -89,19 +94,17 @@ def test_wheel_ships_the_doctors_data_files(tmp_path):
     assert out.returncode == 0 and "hipErrorLaunchOutOfResources" in out.stdout, out.stderr
 
 
-def test_wheel_ships_the_bench_data_files(tmp_path):
+def test_wheel_ships_the_bench_data_files(tmp_path, built):
     """The bench's tables (suites, published figures) and every peer's
     race recipes are TOML beside the code: a non-editable install must carry each one, and
     the bench must read them from there."""
-    wheel = _build_wheel(tmp_path / "dist", _source_copy(tmp_path / "src"))
+    wheel, site = built
     names = set(zipfile.ZipFile(wheel).namelist())
     bench = ROOT / "rlamd" / "bench"
     data = sorted(
         p.relative_to(ROOT).as_posix() for p in [*bench.glob("*.toml"), *bench.glob("peers/*.toml")]
     )
     assert len(data) >= 5 and set(data) <= names, set(data) - names
-    site = tmp_path / "site"
-    zipfile.ZipFile(wheel).extractall(site)
     probe = "import rlamd.bench.__main__ as m; from rlamd.bench.peer import get; "
     probe += "print(m.__file__, len(m.SUITES), get('sb3').recipe('pong', 'ppo').source)"
     out = subprocess.run(
