@@ -11,6 +11,7 @@ import pytest
 
 from rlamd.bench import race
 from rlamd.bench.race_report import EvalPoint
+from rlamd.evaluate import Evaluation
 
 # A contender that writes one evaluation per PAUSE seconds, then (with "wait") idles until
 # SIGINT; it records whether it was stopped. A fifth argument: a warning it writes first.
@@ -279,7 +280,8 @@ def test_sample_factory_warnings_reach_the_race_log(monkeypatch, tmp_path, capsy
 
 
 def test_a_peer_evaluation_in_which_no_episode_ends_writes_no_row(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(race, "evaluate_policy", lambda *a, **k: [])
+    played = Evaluation(scores=[], cut=0, cap=None, steps=2_000_000, asked=3)
+    monkeypatch.setattr(race, "evaluate_episodes", lambda *a, **k: played)
     args = race.argparse.Namespace(
         env="cartpole", eval_every=100, eval_episodes=3, eval_epsilon=0.0, seed=1, dir=tmp_path
     )

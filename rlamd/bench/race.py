@@ -32,7 +32,7 @@ from rlamd.children import stop
 from rlamd.config.layers import resolve
 from rlamd.device import DeviceError, resolve_device
 from rlamd.envs import AtariConfig, parse_env_id
-from rlamd.evaluate import eval_seed, evaluate_policy
+from rlamd.evaluate import eval_seed, evaluate_episodes
 from rlamd.logger import EVALS_HEADER, eval_row, read_rows
 from rlamd.machine import machine_info
 from rlamd.threads import cores_available
@@ -292,11 +292,13 @@ class Evaluations:
             return False
         seed = eval_seed(self.seed, step)
         opts = {"device": torch.device("cpu"), "seed": seed, "atari": self.atari}
-        scores = evaluate_policy(policy, self.env, self.episodes, **opts)
-        if scores:
+        played = evaluate_episodes(policy, self.env, self.episodes, **opts)
+        if scores := played.scores:
             self.csv.write(eval_row(step, fmean(scores), pstdev(scores), len(scores)))
-        else:  # none ended within the step cap: no row, as rlamd's runner writes none
-            print(f"eval at {step:,}: no evaluation episode finished", file=sys.stderr)
+        else:  # no row and the reason, as rlamd's runner (Logger.evaluation) does
+            print(
+                f"eval at {step:,}: no evaluation episode finished{played.note()}", file=sys.stderr
+            )
         self.due_at = (step // self.every + 1) * self.every
         return True
 
