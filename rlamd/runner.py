@@ -251,7 +251,6 @@ class _Run:
 
     def checkpoint(self) -> None:
         """Write the checkpoint (no path in it: the folder it lies in is the run's)."""
-        self._saved_at = time.monotonic()
         save_checkpoint(
             self.run_dir / FILENAME,
             {
@@ -264,6 +263,7 @@ class _Run:
             },
         )
         self.saved_step = self.step
+        self._saved_at = time.monotonic()  # from the write's end: a slow save saves once
 
     def _stopped(self, fault: StorageError) -> RunStopped:
         """The one line for a storage fault: what failed, what is kept, how to go on.

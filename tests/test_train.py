@@ -391,7 +391,7 @@ def test_ray_without_ray_installed_says_how_to_get_it(tmp_path, capsys, monkeypa
     assert not any(tmp_path.iterdir())  # no run folder for a run that cannot start
 
 
-@pytest.mark.parametrize(("minutes", "more_than_the_last"), [(0.002, True), (0.0, False)])
+@pytest.mark.parametrize(("minutes", "more_than_the_last"), [(0.005, True), (0.0, False)])
 def test_a_slow_run_also_checkpoints_by_the_clock(
     tmp_path, monkeypatch, minutes, more_than_the_last
 ):
@@ -407,12 +407,47 @@ def test_a_slow_run_also_checkpoints_by_the_clock(
         real(self)
 
     monkeypatch.setattr(runner._Run, "checkpoint", counting)
-    args = ["cartpole", "--steps", "3000", "--logdir", str(tmp_path), "--eval-every", "0"]
+    args = ["cartpole", "--steps", "1500", "--logdir", str(tmp_path), "--eval-every", "0"]
     args += ["--no-tensorboard", "--checkpoint-every", "1000000"]
-    args += ["--set", f"train.checkpoint_minutes={minutes}"]  # 0.002 min = 0.12 s
+    args += ["--set", f"train.checkpoint_minutes={minutes}"]  # 0.005 min = 0.3 s
     assert main(args) == 0
-    assert saved[-1] == 3000
-    assert (len(saved) > 1 and saved[0] < 3000) == more_than_the_last
+    assert saved[-1] == 1500
+    assert (len(saved) > 1 and saved[0] < 1500) == more_than_the_last
+
+
+def test_a_save_slower_than_the_clock_interval_does_not_make_every_step_save(tmp_path, monkeypatch):
+    """The clock interval counts from the end of a write: a save that took longer than
+    train.checkpoint_minutes (a large replay on a slow disk) saved again at every step."""
+    import types
+    from itertools import pairwise
+
+    from rlamd import runner
+
+    clock = [0.0]
+
+    def monotonic() -> float:
+        clock[0] += 1.0  # every reading of the run's clock is a second later
+        return clock[0]
+
+    monkeypatch.setattr(
+        runner, "time", types.SimpleNamespace(monotonic=monotonic, strftime=time.strftime)
+    )
+    saved: list[int] = []
+    real = runner.save_checkpoint
+
+    def slow_save(path, state):
+        clock[0] += 60.0  # a minute a save, twice the interval below
+        saved.append(state["step"])
+        real(path, state)
+
+    monkeypatch.setattr(runner, "save_checkpoint", slow_save)
+    args = ["cartpole", "--steps", "800", "--logdir", str(tmp_path), "--eval-every", "0"]
+    args += ["--no-tensorboard", "--checkpoint-every", "1000000"]
+    args += ["--set", "train.checkpoint_minutes=0.5"]  # 30 readings of the clock
+    assert main(args) == 0
+    steps = sorted(set(saved))
+    assert steps[-1] == 800 and len(steps) > 2  # the clock still saves a slow run
+    assert all(b - a > 4 * 4 for a, b in pairwise(steps[:-1])), steps
 
 
 @pytest.mark.parametrize(
