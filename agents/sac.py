@@ -42,7 +42,8 @@ class SACConfig(OffPolicySettings):
     hidden: tuple[int, ...] = (256, 256)
     """MLP widths of the actor and of each critic (SB3, CleanRL)."""
     policy_frequency: int = 1
-    """Critic updates per actor and temperature update (SB3: 1; CleanRL: 2)."""
+    """Critic updates per actor and temperature update (SB3: 1; CleanRL's 2 delays the actor
+    but then takes 2 actor steps, one per critic step on average, which this does not)."""
     ent_coef: float | None = None
     """Entropy temperature alpha: none (or auto) learns it (Haarnoja et al. 2018b)."""
     ent_coef_init: float = 1.0
@@ -213,9 +214,11 @@ class SAC(TwinCriticAgent):
         }
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore in place, the temperature too (see the base class)."""
+        """Restore in place, the temperature too (see the base class); a temperature that
+        this run fixes (``ent_coef``) stays as set, so a resume that changes it applies."""
         super().load_state_dict(state)
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
+        if self.alpha_optimizer is not None:
+            with torch.no_grad():
+                self.log_alpha.copy_(state["log_alpha"])
         if self.alpha_optimizer is not None and state.get("alpha_optimizer") is not None:
             load_optimizer_state(self.alpha_optimizer, state["alpha_optimizer"])

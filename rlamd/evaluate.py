@@ -262,7 +262,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--epsilon",
         type=float,
         default=None,
-        help="exploration during evaluation (default: the agent's eval_epsilon)",
+        help="the share of random actions during evaluation, for an algorithm that takes "
+        "one (default: the agent's eval_epsilon)",
     )
     p.add_argument("--logdir", default="runs", help="where run names are looked up (default: runs)")
     p.add_argument(
@@ -298,7 +299,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --video {args.video}: {problem}", file=sys.stderr)
         return 2
     train = cfg.train
-    policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
+    try:
+        policy = get_algorithm(train.algo).policy(agent, cfg, args.epsilon)
+    except ValueError as exc:  # an algorithm that takes no --epsilon
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         played = evaluate_episodes(
             policy,

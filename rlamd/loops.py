@@ -179,6 +179,7 @@ class OffPolicyLoop:
         replay = state.get("replay")
         if replay is not None:
             self.buffer.load_state_dict(replay)
+            self.buffer.storage.end_episodes()  # the resumed run resets its envs
         if len(self.buffer):
             return [f"rlamd: replay restored from the checkpoint: {len(self.buffer):,} transitions"]
         cfg = self.schedule

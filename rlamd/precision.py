@@ -136,24 +136,21 @@ def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
 
     ``Optimizer.load_state_dict`` takes every saved group key but ``params``: a checkpoint
     from a CPU or ``--graph off`` run would bring back ``capturable=False`` (a captured
-    step then fails) and a CPU learning rate that a capturable step reads once, at
-    capture, and never again. So the saved moments and learning-rate *value* are loaded,
-    and the implementation switches and the learning-rate *tensor* (the one a captured
-    graph reads) stay this run's; step counters move to where this run keeps them. State
-    tensors that already exist (moments of a step taken, perhaps captured) are filled in
-    place, so a captured step keeps reading them.
+    step then fails), a CPU learning rate that a capturable step reads once, at capture,
+    and never again, and the old run's ``lr`` and ``eps``, undoing a ``--set ...lr`` that
+    the resume reported as changed. So only the saved moments and step counters are
+    loaded; the implementation switches, the learning rate (its tensor, the one a
+    captured graph reads, and its value: this run's configured one, which a schedule
+    sets again before each update) and ``eps`` stay this run's. Step counters move to
+    where this run keeps them. State tensors that already exist (moments of a step
+    taken, perhaps captured) are filled in place, so a captured step keeps reading them.
     """
-    mine = [{k: g[k] for k in ("lr", *_RUN_SETTINGS) if k in g} for g in optimizer.param_groups]
+    kept = ("lr", "eps", *_RUN_SETTINGS)
+    mine = [{k: g[k] for k in kept if k in g} for g in optimizer.param_groups]
     existing = {p: dict(s) for p, s in optimizer.state.items()}
     optimizer.load_state_dict(state)
     for group, own in zip(optimizer.param_groups, mine, strict=True):
-        saved_lr = float(group["lr"])
-        group.update({k: own[k] for k in _RUN_SETTINGS if k in own})
-        if isinstance(own.get("lr"), torch.Tensor):
-            own["lr"].fill_(saved_lr)
-            group["lr"] = own["lr"]
-        else:
-            group["lr"] = saved_lr
+        group.update(own)
         on_device = bool(group.get("capturable") or group.get("fused"))
         for p in group["params"]:
             step = optimizer.state.get(p, {}).get("step")

@@ -234,11 +234,11 @@ class _Run:
 
     def _introduce(self) -> None:
         cfg, engine, logger, step = self.cfg, self.engine, self.logger, self.step
-        write_text_atomic(self.run_dir / "config.toml", to_toml(cfg.sections()))
+        write_text_atomic(self.run_dir / "config.toml", to_toml(cfg.run_sections()))
         write_text_atomic(self.run_dir / engine.about[0], engine.about[1])
         logger.message(engine.detail)
         if logger.writer is not None:
-            logger.writer.add_text("config", "```\n" + to_toml(cfg.sections()) + "\n```", step)
+            logger.writer.add_text("config", "```\n" + to_toml(cfg.run_sections()) + "\n```", step)
             logger.writer.add_text("layout", "```\n" + engine.detail + "\n```", step)
         resuming = f", resuming at step {step:,}" if step else ""
         logger.message(

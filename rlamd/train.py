@@ -24,9 +24,9 @@ from rlamd.checkpoint import FILENAME, CheckpointError, find_checkpoint, load_ch
 from rlamd.config import ConfigError, bad_setting, field_docs
 from rlamd.config.flags import RAY_FLAGS, SWITCHES, TRAIN_FLAGS, settings_epilog
 from rlamd.config.layers import resolve
-from rlamd.config.resume import check_resume, replay_saved
+from rlamd.config.resume import check_resume, keep_saved_replay_size, replay_saved
 from rlamd.config.sections import RayConfig, RunConfig, TrainConfig
-from rlamd.config.values import HelpFormatter, help_text, shown_default
+from rlamd.config.values import HelpFormatter, NearestChoiceParser, help_text, shown_default
 from rlamd.device import DeviceError
 from rlamd.envs import import_env_modules, spaces_mismatch
 from rlamd.envvars import check_environment
@@ -62,7 +62,7 @@ def _add_ray_flags(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``python -m rlamd.train`` parser; every flag's default is None (= not given)."""
     docs, defaults = field_docs(TrainConfig), TrainConfig()
-    p = argparse.ArgumentParser(
+    p = NearestChoiceParser(
         prog="python -m rlamd.train",
         description="Train an agent on ENV. " + help_text((__doc__ or "").split("\n\n")[-1]),
         epilog=settings_epilog(),
@@ -213,6 +213,7 @@ def _settings(args: argparse.Namespace) -> tuple[RunConfig, dict | None, Path | 
     )
     if resume_state is not None and run_dir is not None:
         print(_resume_line(resume_state, cfg, run_dir), flush=True)
+        cfg = keep_saved_replay_size(resume_state, cfg)
         _check_spaces(resume_state, cfg)
     return cfg, resume_state, run_dir
 

@@ -190,3 +190,50 @@ def test_ctrl_c_inside_a_save_stays_an_interrupt_and_leaves_no_temp_file(tmp_pat
         save_checkpoint(path, {**STATE, "step": 6})
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["checkpoint.pt"]
+
+
+@pytest.mark.parametrize(
+    ("algo", "env", "extra"),
+    [
+        ("dqn", "cartpole", {}),
+        ("ppo", "cartpole", {"anneal_lr": False}),
+        ("td3", "Pendulum-v1", {}),
+        ("sac", "Pendulum-v1", {}),
+    ],
+)
+def test_a_resume_with_a_new_lr_and_adam_eps_applies_them(algo, env, extra):
+    """The resume prints ``lr OLD -> NEW``: every optimizer of the resumed agent steps with
+    the new values, not the checkpoint's (its moments still come back)."""
+    import dataclasses
+
+    from rlamd.algos import build_agent
+    from rlamd.config.resume import check_resume
+    from rlamd.config.sections import RunConfig, TrainConfig
+
+    def config(**kw):
+        base = RunConfig(train=TrainConfig(env=env, algo=algo, device="cpu", steps=1000))
+        section = dataclasses.replace(getattr(base, algo), hidden=(8,), **extra, **kw)
+        return dataclasses.replace(base, **{algo: section})
+
+    old, new = config(lr=3e-4, adam_eps=1e-8), config(lr=5e-5, adam_eps=1e-5)
+    saved = build_agent(old, torch.device("cpu")).state_dict()
+    changed = check_resume(old.to_dict(), new, replay=False, step=10)
+    assert f"{algo}.lr 0.0003 -> 5e-05" in changed
+    agent = build_agent(new, torch.device("cpu"), agent_state=saved)
+    optimizers = _optimizers(agent)
+    assert optimizers
+    for opt in optimizers:
+        for group in opt.param_groups:
+            assert float(group["lr"]) == pytest.approx(5e-5)
+            assert group["eps"] == 1e-5
+
+
+def _optimizers(agent) -> list[torch.optim.Optimizer]:
+    """Every optimizer an agent holds, in itself or in a part (a twin critic)."""
+    found = []
+    for value in vars(agent).values():
+        if isinstance(value, torch.optim.Optimizer):
+            found.append(value)
+        elif hasattr(value, "__dict__") and not isinstance(value, torch.nn.Module | torch.Tensor):
+            found.extend(v for v in vars(value).values() if isinstance(v, torch.optim.Optimizer))
+    return found

@@ -110,6 +110,9 @@ def test_resume_with_saved_replay_says_it_came_back():
     other, _ = _loop(learning_starts=100)
     said = other.load_state_dict(state)
     assert said == [f"rlamd: replay restored from the checkpoint: {len(loop.buffer):,} transitions"]
+    restored = other.buffer.storage  # its episodes in progress end: the envs were reset
+    assert not restored._pending.any() and restored._next_first.all()
+    assert loop.buffer.storage._pending.any()
     loop.collector.close()
     other.collector.close()
 
@@ -175,3 +178,23 @@ def test_set_buffer_size_auto_trains_with_what_fits(tmp_path, capsys, monkeypatc
     out = capsys.readouterr().out
     line = next(t for t in out.splitlines() if "dqn.buffer_size=auto" in t)
     assert "transitions" in line and "of the 0.1 GiB free host RAM" in line
+
+
+def test_an_auto_sized_saved_replay_resumes_at_its_saved_size(tmp_path, capsys, monkeypatch):
+    """``buffer_size=auto`` with ``--save-replay``: at the resume less memory is free (the
+    loaded checkpoint holds the replay), so ``auto`` alone would size another replay,
+    which cannot take the saved contents; the resumed run keeps the saved size."""
+    monkeypatch.setattr(dqn_algo, "free_memory", lambda device: 8 * 2**20)
+    common = ["--logdir", str(tmp_path), "--eval-every", "0", "--no-tensorboard"]
+    args = ["cartpole", "--run-name", "a", "--steps", "300", "--save-replay", *common]
+    assert main([*args, "--set", "dqn.buffer_size=auto", "--set", "dqn.learning_starts=200"]) == 0
+    first = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    size = first["replay"]["storage"]["capacity"]
+    assert size < 1_000_000  # sized by the free memory, not the 1M cap
+    monkeypatch.setattr(dqn_algo, "free_memory", lambda device: 7 * 2**20)  # 1 MiB less
+    capsys.readouterr()
+    assert main(["--resume", str(tmp_path / "a"), "--steps", "400", *common]) == 0
+    out = capsys.readouterr().out
+    assert "replay restored from the checkpoint" in out
+    final = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    assert final["step"] == 400 and final["replay"]["storage"]["capacity"] == size

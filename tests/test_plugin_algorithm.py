@@ -394,7 +394,7 @@ def test_unregistering_takes_the_section_away():
         _ = RunConfig().tiny
 
 
-def test_refusals_list_the_algorithms_that_take_what_the_env_has(tiny, monkeypatch):
+def test_refusals_list_the_algorithms_that_take_what_the_env_has(tiny, monkeypatch, tmp_path):
     """The accepted lists of the algorithms' refusals come from what each registered one
     says it takes, so a plugin shows up in them and no algorithm names another."""
     from rlamd.algos import which
@@ -414,3 +414,75 @@ def test_refusals_list_the_algorithms_that_take_what_the_env_has(tiny, monkeypat
     given = {"train": {"env": "cartpole", "algo": "sac"}}
     with pytest.raises(ConfigError, match=r"accepted: dqn, ppo or tiny for such envs"):
         resolve(given)
+    # images too: only the algorithms that take both are listed (tiny takes no images)
+    with pytest.raises(ConfigError, match=r"accepted: dqn or ppo for such envs$"):
+        resolve({"train": {"env": "breakout", "algo": "sac"}})
+    module = tmp_path / "image_box_env.py"
+    module.write_text(IMAGE_BOX_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ConfigError, match=r"accepted: ppo \(their policies take Box actions and"):
+        resolve({"train": {"env": "image_box_env:make_env", "algo": "dqn"}})
+
+
+IMAGE_BOX_ENV = """
+import gymnasium as gym
+import numpy as np
+
+
+class ImageBox(gym.Env):
+    observation_space = gym.spaces.Box(0, 255, (64, 64, 3), np.uint8)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, False, False, {}
+
+
+def make_env(**kwargs):
+    return ImageBox()
+"""
+
+
+def test_a_plugin_cannot_take_an_old_place_that_another_section_reads(tiny):
+    """DQN reads ``ray.chunk_steps`` of old files at ``dqn.chunk_steps``: a plugin naming
+    it (or a live setting, or a place outside its own section) is refused, and DQN's
+    mapping survives the refusal."""
+    from rlamd.config.sections import MOVED_KEYS
+
+    for moved, why in [
+        ({"ray.chunk_steps": "mine.chunk_steps"}, "is read as dqn.chunk_steps already"),
+        ({"ray.num_learners": "mine.num_learners"}, r"is a setting of \[ray\]"),
+        ({"ray.old_knob": "dqn.old_knob"}, "points outside mine"),
+    ]:
+        clash = TinyAlgorithm()
+        clash.name, clash.moved_keys = "mine", moved
+        with pytest.raises(ValueError, match=why):
+            register(clash)
+        assert "mine" not in ALGORITHMS
+    assert MOVED_KEYS["ray.chunk_steps"] == "dqn.chunk_steps"
+
+
+def test_a_runs_config_file_holds_its_own_algorithm_and_loads_without_the_plugin(tmp_path):
+    """A DQN run made while a plugin was loaded writes no [tiny] (nor [ppo]) table, so
+    its config.toml loads in a session without the plugin; a file that has a plugin's
+    table says how such a table becomes known."""
+    from rlamd.config.errors import ConfigError
+    from rlamd.config.layers import resolve
+    from rlamd.config.sources import to_toml
+
+    register_tiny()
+    try:
+        cfg = resolve({"train": {"env": "cartpole", "algo": "dqn"}})
+        text = to_toml(cfg.run_sections())
+        tiny_text = to_toml(resolve({"train": {"env": "cartpole", "algo": "tiny"}}).run_sections())
+    finally:
+        unregister("tiny")
+    assert "[dqn]" in text and "[tiny]" not in text and "[ppo]" not in text
+    (tmp_path / "config.toml").write_text(text)
+    assert resolve({}, config_file=str(tmp_path / "config.toml")).to_dict() == cfg.to_dict()
+    (tmp_path / "tiny.toml").write_text(tiny_text)
+    with pytest.raises(ConfigError, match=r"unknown table \[tiny\].*RLAMD_PLUGINS loads it"):
+        resolve({}, config_file=str(tmp_path / "tiny.toml"))

@@ -99,17 +99,19 @@ def test_resolve_precision():
 
 
 def test_loading_optimizer_state_keeps_this_runs_settings_and_lr_tensor():
-    """Optimizer.load_state_dict restores saved switches (capturable, fused) and swaps in
-    the saved lr object: a captured step would then read a stale or CPU learning rate."""
+    """Optimizer.load_state_dict restores saved switches (capturable, fused), swaps in
+    the saved lr object (a captured step would then read a stale or CPU learning rate)
+    and brings back the old run's lr and eps (a resume with a new lr would not apply it)."""
     w = nn.Parameter(torch.ones(3))
     w.grad = torch.ones(3)
-    saved = torch.optim.Adam([w], lr=0.005, foreach=False)  # another run's switches
+    saved = torch.optim.Adam([w], lr=0.005, eps=1e-8, foreach=False)  # another run's
     saved.step()
     lr = torch.tensor(0.01)
-    run = torch.optim.Adam([w], lr=lr, fused=True)  # this run: lr a tensor graphs read
+    run = torch.optim.Adam([w], lr=lr, eps=1e-5, fused=True)  # this run: lr a tensor graphs read
     load_optimizer_state(run, saved.state_dict())
     group = run.param_groups[0]
-    assert group["lr"] is lr and lr.item() == pytest.approx(0.005)
+    assert group["lr"] is lr and lr.item() == pytest.approx(0.01)
+    assert group["eps"] == 1e-5
     assert group["fused"] is True and group["foreach"] is None
     step = run.state[w]["step"]
     assert step.dtype == torch.float32 and step.item() == 1.0

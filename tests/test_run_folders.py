@@ -112,7 +112,8 @@ def test_a_taken_run_name_never_mixes_two_runs(tmp_path, capsys):
     assert _new(tmp_path, "x", 512, "--algo", "ppo", "--set", "ppo.num_steps=128") == 0
     assert main(["--config", str(tmp_path / "x" / "config.toml"), *COMMON]) == 0
     assert (tmp_path / "x" / "checkpoint.pt").read_bytes() == dqn
-    assert 'algo = "dqn"' in (tmp_path / "x" / "config.toml").read_text()
+    text = (tmp_path / "x" / "config.toml").read_text()
+    assert 'algo = "dqn"' in text and "[dqn]" in text and "[ppo]" not in text  # its own only
     ppo = torch.load(tmp_path / "x-2" / "checkpoint.pt", weights_only=True)
     assert ppo["config"]["train"]["algo"] == "ppo"
     assert _step(tmp_path / "x-3") == 400

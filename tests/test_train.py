@@ -294,6 +294,8 @@ def test_ppo_breakout_smoke_resume_and_evaluate(tmp_path, capsys):
 
     assert evaluate(["p", "--logdir", str(tmp_path), "--episodes", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 2
+    assert evaluate(["p", "--logdir", str(tmp_path), "--epsilon", "0.05"]) == 2
+    assert "--epsilon=0.05 (ppo plays its policy's own actions" in capsys.readouterr().err
 
 
 def test_ppo_same_seed_same_numbers(tmp_path):

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import torch
 
 from rlamd.config.errors import bad_setting
@@ -37,17 +38,16 @@ def _box_actions(cfg: Any) -> None:
     from rlamd.envs import parse_env_id, probe_env
 
     name = cfg.train.algo
-    if parse_env_id(cfg.train.env, cfg.train.env_module).family != "gym":
-        probe = None
-    else:
-        probe = probe_env(cfg.train.env, cfg.train.env_module)
+    env_family = parse_env_id(cfg.train.env, cfg.train.env_module).family
+    probe = probe_env(cfg.train.env, cfg.train.env_module) if env_family == "gym" else None
     if probe is None or not probe.actions.continuous:
         space = "discrete actions" if probe is None else f"actions {probe.action_space}"
+        images = probe.image if probe is not None else env_family == "atari"
         raise bad_setting(
             "train",
             "algo",
             name,
-            f"{which('discrete')} for such envs",
+            f"{which('discrete', *('image',) * images)} for such envs",
             why=f"{cfg.train.env} has {space}; {name} needs Box (continuous) actions",
         )
     if probe.image:
@@ -57,6 +57,16 @@ def _box_actions(cfg: Any) -> None:
             name,
             f"{which('box', 'image')} for image observations",
             why=f"{name} takes vector observations and {cfg.train.env} has images",
+        )
+    bounds = np.concatenate([np.ravel(probe.actions.low), np.ravel(probe.actions.high)])
+    if not np.isfinite(bounds).all():
+        raise bad_setting(
+            "train",
+            "algo",
+            name,
+            "an env whose action Box has finite low and high (the range its actions really take)",
+            why=f"{name} squashes its actions into the Box and {cfg.train.env} has "
+            f"{probe.action_space}",
         )
 
 

@@ -98,21 +98,22 @@ def discrete_actions(cfg: Any) -> None:
     from rlamd.algos import which
     from rlamd.envs import probe_env
 
-    space = probe_env(cfg.train.env, cfg.train.env_module).action_space
+    probe = probe_env(cfg.train.env, cfg.train.env_module)
+    space, has = probe.action_space, ("box", "image") if probe.image else ("box",)
     raise bad_setting(
         "train",
         "algo",
         cfg.train.algo,
-        f"{which('box')} (their policies take Box actions)",
+        f"{which(*has)} (their policies take Box actions{' and images' * probe.image})",
         why=f"{cfg.train.env} has continuous actions, {space}; DQN needs Discrete ones",
     )
 
 
 def schedules_run_forward(cfg: Any) -> None:
-    """Epsilon decays (``eps_end <= eps_start``) and beta anneals up (``beta_end >= beta_start``).
+    """Epsilon decays (``eps_end <= eps_start``; beta's rule is every replay's,
+    :func:`rlamd.config.checks.beta_anneals_up`).
 
-    The reverse is almost always two swapped values: exploration that grows over the
-    run, or importance weights that correct less and less.
+    The reverse is almost always two swapped values: exploration that grows over the run.
     """
     d = cfg.dqn
     if d.eps_end > d.eps_start:
@@ -122,14 +123,6 @@ def schedules_run_forward(cfg: Any) -> None:
             d.eps_end,
             f"a number in [0, {d.eps_start}]",
             why=f"more than dqn.eps_start={d.eps_start}: exploration would grow",
-        )
-    if d.beta_end < d.beta_start:
-        raise bad_setting(
-            "dqn",
-            "beta_end",
-            d.beta_end,
-            f"a number in [{d.beta_start}, 1]",
-            why=f"less than dqn.beta_start={d.beta_start}: beta anneals towards 1",
         )
 
 

@@ -4,6 +4,7 @@ anything is allocated."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import torch
@@ -64,38 +65,61 @@ FREE_SHARE = 0.8
 
 
 def fit_capacity(
-    requested: int | None, per_transition: float, device: torch.device, log, *, setting: str
+    requested: int | None,
+    per_transition: float | Callable[[int | None], float],
+    device: torch.device,
+    log,
+    *,
+    setting: str,
 ) -> int:
     """The replay capacity to allocate, checked against the free memory before allocating.
 
     ``requested`` None (``dqn.buffer_size=auto``) takes what fits in ``FREE_SHARE`` of the
     free memory, at most the 1M default, and says so; a number that does not fit stops the
     run with the size that would (the kernel's OOM killer would otherwise end it later,
-    without a message or a checkpoint).
+    without a message or a checkpoint). ``per_transition`` is the bytes per transition,
+    or its function of the capacity (a prioritized sampler's trees are padded, so a
+    transition's share depends on the size): ``auto`` then takes a size that passes the
+    same check a size given by number does, so a run resumed at it fits again.
 
     Raises:
         ConfigError: ``requested`` does not fit.
     """
+    cost = per_transition if callable(per_transition) else (lambda _size: per_transition)
     free = free_memory(device)
     where = "host RAM" if device.type == "cpu" else f"{device} memory"
     if free is None:
         return requested or DEFAULT_BUFFER
-    fits = int(FREE_SHARE * free / per_transition)
-    need = (requested or 0) * per_transition
+    budget = FREE_SHARE * free
+    fits = _largest_fitting(budget, cost, int(budget / cost(None)))
     if requested is None:
         size = min(fits, DEFAULT_BUFFER)
         log(
-            f"rlamd: {setting}=auto: {size:,} transitions ({size * per_transition / 2**30:.1f} GiB "
+            f"rlamd: {setting}=auto: {size:,} transitions ({size * cost(size) / 2**30:.1f} GiB "
             f"of the {free / 2**30:.1f} GiB free {where})"
         )
         return size
-    if requested > fits:
+    need = requested * cost(requested)
+    if need > budget:
         raise ConfigError(
-            f"{setting}={requested:,} needs {need / 2**30:.1f} GiB of {where} but "
-            f"{free / 2**30:.1f} GiB is free; accepted here: at most {fits:,} "
+            f"{setting}={requested:,} needs {_size_text(need)} of {where} but "
+            f"{_size_text(free)} is free; accepted here: at most {fits:,} "
             f"(--set {setting}={fits}), or --set {setting}=auto to take what fits"
         )
     return requested
+
+
+def _largest_fitting(budget: float, cost: Callable[[int | None], float], start: int) -> int:
+    """The largest size at most ``start`` whose ``size * cost(size)`` is within ``budget``."""
+    size = max(start, 1)
+    while size > 1 and size * cost(size) > budget:
+        size = min(size - 1, int(budget / cost(size)))
+    return size
+
+
+def _size_text(nbytes: float) -> str:
+    """``1.2 GiB``, or MiB below a tenth of a GiB (a small replay's needs are not 0.0 GiB)."""
+    return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 0.1 * 2**30 else f"{nbytes / 2**20:.1f} MiB"
 
 
 def _action_layout(env: VecEnv) -> dict[str, Any]:
@@ -128,8 +152,10 @@ def build_replay(
     shape, obs_dtype, stack = obs_info(env)
     actions = _action_layout(env)
     kind: type[UniformSampler] = PrioritizedSampler if cfg.prioritized else UniformSampler
-    asked = capacity or cfg.buffer_size
-    per_t = bytes_per_transition(shape, obs_dtype, stack, sampler=kind, capacity=asked, **actions)
+
+    def per_t(size: int | None) -> float:
+        return bytes_per_transition(shape, obs_dtype, stack, sampler=kind, capacity=size, **actions)
+
     capacity = fit_capacity(capacity or cfg.buffer_size, per_t, device, log, setting=setting)
     storage = TransitionStorage(
         capacity,

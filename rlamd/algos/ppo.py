@@ -234,6 +234,14 @@ class PPOAlgorithm:
         """``deterministic`` None (evaluations): discrete actions sampled from the policy,
         continuous ones its mean (the deterministic policy RL Zoo's and SB3's evaluations
         use for such tasks); True: the most likely action; False: sampled."""
+        if epsilon:
+            raise bad_setting(
+                "",
+                "--epsilon",
+                epsilon,
+                "no --epsilon for a ppo run",
+                why="ppo plays its policy's own actions, sampled or the mean, with no epsilon",
+            )
         greedy = agent.dist.continuous if deterministic is None else deterministic
         return lambda obs: agent.act(obs, greedy)[0]
 

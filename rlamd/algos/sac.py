@@ -13,7 +13,8 @@ __all__ = ["SAC_ALGORITHM", "SACAlgorithm", "capture_sac"]
 # Box actions: the RL Zoo's SAC for MuJoCo (DLR-RM/rl-baselines3-zoo hyperparams/sac.yml,
 # "mujoco-defaults": SB3's defaults, 1M steps, 10k random steps first), which are
 # SACConfig's defaults; CleanRL's sac_continuous_action.py differs in q_lr 1e-3,
-# policy_frequency 2 and 5k random steps. Pendulum-v1's Zoo entry: 20k steps, lr 1e-3,
+# policy_frequency 2 (with as many actor steps at each, so not sac.policy_frequency=2) and
+# 5k random steps. Pendulum-v1's Zoo entry: 20k steps, lr 1e-3,
 # 100 random steps (--set sac.lr=1e-3 --set sac.learning_starts=100).
 PRESETS = continuous_presets("sac")
 

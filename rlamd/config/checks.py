@@ -108,6 +108,23 @@ def positive_clips(cfg: Any) -> None:
 
 
 @rule
+def beta_anneals_up(cfg: Any) -> None:
+    """A prioritized replay's importance-sampling exponent anneals up (``beta_end >=
+    beta_start``), in every algorithm's section that has one: the reverse is almost always
+    two swapped values, weights that correct less and less over the run."""
+    for section, obj in _algorithm_sections(cfg):
+        start, end = getattr(obj, "beta_start", None), getattr(obj, "beta_end", None)
+        if start is not None and end is not None and end < start:
+            raise bad_setting(
+                section,
+                "beta_end",
+                end,
+                f"a number in [{start}, 1]",
+                why=f"less than {section}.beta_start={start}: beta anneals towards 1",
+            )
+
+
+@rule
 def hidden_sizes(cfg: Any) -> None:
     """Every MLP layer (an algorithm section's ``hidden``) has at least one unit (an empty
     list is a linear model)."""

@@ -99,7 +99,7 @@ def resolve(
     given: Layers = {}
     if config_file:
         _merge(given, _from_file(config_file, defaults))
-    _merge(given, flags)
+    _merge(given, _moved(flags, "settings"))  # rlamd.fit(settings=...) may name old places
     _merge(given, _moved(parse_set(sets or [], defaults), "--set"))
     layers: Layers = {}
     _merge(layers, _moved(saved, "the checkpoint") if saved is not None else _preset(given))

@@ -9,6 +9,7 @@ checked by ``resolve``), and whatever shapes the saved network or the saved repl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rlamd.algos import get_algorithm
@@ -17,7 +18,7 @@ from .errors import bad_setting
 from .layout import family
 from .sections import RunConfig
 
-__all__ = ["check_resume", "replay_saved"]
+__all__ = ["check_resume", "keep_saved_replay_size", "replay_saved"]
 
 NOT_SETTINGS = ("train.logdir", "train.run_name")
 """Saved settings that describe where a run started, not how it trains: a resumed run
@@ -38,6 +39,23 @@ def replay_saved(state: dict[str, Any]) -> bool:
     replay = state.get("replay")
     storage = replay.get("storage") if isinstance(replay, dict) else None
     return isinstance(storage, dict) and storage.get("contents") is not None
+
+
+def keep_saved_replay_size(state: dict[str, Any], cfg: RunConfig) -> RunConfig:
+    """``cfg`` with an automatically sized replay (``buffer_size`` none) set to the size of
+    the replay the checkpoint holds (``--save-replay``).
+
+    ``auto`` takes a share of the memory free when the replay is built; at a resume that
+    is other memory (the loaded checkpoint itself holds the replay's contents), and a
+    replay of another size cannot take the saved contents.
+    """
+    section = cfg.agent
+    if not replay_saved(state) or getattr(section, "buffer_size", 0) is not None:
+        return cfg
+    size = int(state["replay"]["storage"]["capacity"])
+    return dataclasses.replace(
+        cfg, **{cfg.train.algo: dataclasses.replace(section, buffer_size=size)}
+    )
 
 
 def _value(cfg: RunConfig, key: str) -> Any:

@@ -256,9 +256,26 @@ def register_section(name: str, kind: type, moved: dict[str, str] | None = None)
     taken = ALGORITHM_SECTIONS.get(name)
     if taken is not None and taken is not kind:
         raise ValueError(f"section {name!r} is registered already, as {taken.__qualname__}")
+    _check_moved(name, moved or {})
     ALGORITHM_SECTIONS[name] = kind
     MOVED_KEYS.update(moved or {})
     _order_sections()
+
+
+def _check_moved(name: str, moved: dict[str, str]) -> None:
+    """Refuse an old place that another section reads already, or that is a setting of
+    a section today: taking it would change what old files and checkpoints mean."""
+    for old, new in moved.items():
+        section, key = old.split(".", 1)
+        if new.split(".", 1)[0] != name:
+            raise ValueError(f"section {name!r}: moved key {old} -> {new} points outside {name}")
+        if MOVED_KEYS.get(old, new) != new:
+            raise ValueError(
+                f"section {name!r}: moved key {old} is read as {MOVED_KEYS[old]} already"
+            )
+        live = SECTION_TYPES.get(section)
+        if live is not None and key in {f.name for f in dataclasses.fields(live)}:
+            raise ValueError(f"section {name!r}: moved key {old} is a setting of [{section}]")
 
 
 def unregister_section(name: str) -> None:
@@ -354,6 +371,16 @@ class RunConfig:
     def sections(self) -> dict[str, Any]:
         """``{"train": TrainConfig(...), ...}`` in the order of ``SECTION_TYPES``."""
         return {name: getattr(self, name) for name in SECTION_TYPES}
+
+    def run_sections(self) -> dict[str, Any]:
+        """:meth:`sections` less the algorithm sections this run does not read: what a
+        run's ``config.toml`` holds, so that the file loads where another algorithm's
+        plugin (loaded when the run was made) is not."""
+        return {
+            name: section
+            for name, section in self.sections().items()
+            if name not in ALGORITHM_SECTIONS or name == self.train.algo
+        }
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
         """Plain dicts (what a checkpoint stores)."""

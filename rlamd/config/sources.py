@@ -110,7 +110,8 @@ def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str,
                 hint = f". Did you mean [{close}]?" if close else ""
                 tables = ", ".join(f"[{s}]" for s in sections)
                 raise ConfigError(
-                    f"--config {path}: unknown table [{key}]; accepted: {tables}{hint}"
+                    f"--config {path}: unknown table [{key}]; accepted: {tables}{hint} "
+                    "(a plugin algorithm's table is known once RLAMD_PLUGINS loads it)"
                 )
             out.setdefault(key, {}).update(value)
         else:

@@ -84,6 +84,19 @@ def shown_default(value: Any, doc: str = "") -> str:
     return repr(value)
 
 
+class NearestChoiceParser(argparse.ArgumentParser):
+    """argparse's parser whose refusal of a flag's choice (``--algo sax``) lists the
+    accepted ones and names the nearest, as every other refusal of rlamd does."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        if action.choices is None or value in action.choices:
+            return
+        names = [str(c) for c in action.choices]
+        close = closest(str(value), names)
+        hint = f". Did you mean {close}?" if close else ""
+        raise argparse.ArgumentError(action, f"{value!r}; accepted: {', '.join(names)}{hint}")
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """argparse's, with ``(default: X)`` never broken across lines (whatever ``COLUMNS``
     says), so every option's default reads, and can be searched for, as one piece."""
@@ -179,8 +192,10 @@ def coerce(section: str, name: str, value: Any, hint: Any) -> Any:
         return coerce(section, name, value, args[0])
     if origin is tuple:
         (item,) = typing.get_args(hint)[:1]
-        if isinstance(value, str):
-            value = [v for v in value.replace("(", "").replace(")", "").split(",") if v.strip()]
+        if isinstance(value, str):  # "64,64", "(64, 64)", "[64, 64]"; "none" or "": empty
+            text = value.strip().strip("()[]")
+            empty = text.lower() in ("none", "null")
+            value = [] if empty else [v for v in text.split(",") if v.strip()]
         elif not isinstance(value, (list, tuple)):
             value = [value]  # TOML `hidden = 64` means what `--set hidden=64` means
         return tuple(coerce(section, name, v, item) for v in value)

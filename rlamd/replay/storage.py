@@ -234,6 +234,15 @@ class TransitionStorage:
         self.size += act.size
         return np.concatenate(retired), act, pos
 
+    def end_episodes(self) -> None:
+        """Abandon every stream's episode in progress: its transitions still waiting for
+        their n-step window never become sampleable, and the next step starts an episode.
+        A resumed run resets its envs, so a replay restored from a checkpoint must not join
+        the episodes it saved half-way to the new ones (returns and next observations
+        taken from another episode)."""
+        self._pending[:] = 0
+        self._next_first[:] = True
+
     def _check_streams(self, streams: np.ndarray | None) -> np.ndarray:
         """``streams`` as distinct stream numbers (all streams, in order, when None)."""
         if streams is None:

@@ -194,7 +194,7 @@ def best_toml(group: Group, sweep_name: str, reset_threads: bool) -> str:
         f"keeps seed {cfg.train.seed}).\n# Run it with: python -m rlamd.train --config "
         "best.toml\n\n"
     )
-    return head + to_toml(cfg.sections())
+    return head + to_toml(cfg.run_sections())
 
 
 def write_report(sweep_dir: str | Path, out: IO[str] | None = None) -> int:

@@ -91,7 +91,7 @@ def test_schedules():
 
 
 def test_state_dict_round_trip_continues_identically():
-    a, b = _agent(), _agent(lr=0.5)
+    a, b = _agent(), _agent()  # b has not stepped: its moments and step count come from a
     a.update_on(_batch())
     b.load_state_dict(a.state_dict())
     assert torch.equal(a.update_on(_batch()), b.update_on(_batch()))

@@ -171,3 +171,18 @@ def test_target_kl_stops_the_epochs_early():
     ro.actions.random_(0, 3)
     agent.update(ro, torch.zeros(2))
     assert 2 <= agent.updates < 20
+
+
+def test_an_evaluation_epsilon_is_refused_not_ignored():
+    """``python -m rlamd.evaluate --epsilon`` on a PPO run: PPO plays its policy's own
+    actions, so an epsilon is refused in one line instead of silently doing nothing."""
+    from rlamd.algos import get_algorithm
+    from rlamd.config import ConfigError
+    from rlamd.config.sections import RunConfig
+
+    algo, agent, cfg = get_algorithm("ppo"), _agent(), RunConfig()
+    with pytest.raises(ConfigError, match=r"^--epsilon=0\.05 \(ppo plays .*; accepted: no --"):
+        algo.policy(agent, cfg, 0.05)
+    obs = torch.randn(6, 4)
+    assert algo.policy(agent, cfg, None)(obs).shape == (6,)
+    assert algo.policy(agent, cfg, 0.0)(obs).shape == (6,)  # 0: what the default means

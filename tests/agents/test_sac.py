@@ -157,6 +157,23 @@ def test_checkpoint_round_trip_continues_identically():
     assert torch.equal(a.act(obs, 0.0), b.act(obs, 0.0))
 
 
+def test_a_resume_that_fixes_the_temperature_keeps_the_fixed_value_and_its_lr():
+    """A checkpoint with a learned alpha, resumed with ``ent_coef`` fixed and a new lr:
+    both settings apply (the resume reports them as changed)."""
+    a, buf = _agent(seed=1), _replay()
+    for _ in range(3):
+        a.learn(buf, 32)
+    assert float(a.alpha) != pytest.approx(0.05)
+    b = _agent(seed=1, ent_coef=0.05, lr=1e-4)
+    b.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert float(b.alpha) == pytest.approx(0.05)
+    for opt in (b.actor_optimizer, b.critic.optimizer):
+        assert [float(g["lr"]) for g in opt.param_groups] == [pytest.approx(1e-4)]
+    c = _agent(seed=1)  # the same settings: the learned temperature comes back
+    c.load_state_dict(copy.deepcopy(a.state_dict()))
+    assert torch.equal(c.log_alpha, a.log_alpha)
+
+
 def test_same_seed_same_parameters_and_another_seed_differs():
     def run(seed: int) -> list[torch.Tensor]:
         agent, buf = _agent(seed=seed), _replay(seed=0)
@@ -238,6 +255,44 @@ def test_sac_refuses_discrete_actions_and_ray_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "--ray trains dqn or ppo" in err and err.count("\n") == 1
     assert not any(tmp_path.iterdir())
+
+
+UNBOUNDED_ENV = """
+import gymnasium as gym
+import numpy as np
+
+
+class Unbounded(gym.Env):
+    observation_space = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+    action_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(3, np.float32), {}
+
+    def step(self, action):
+        return np.zeros(3, np.float32), 0.0, False, False, {}
+
+
+def make_env(**kwargs):
+    return Unbounded()
+"""
+
+
+@pytest.mark.parametrize("algo", ["sac", "td3"])
+def test_an_unbounded_action_box_is_refused_in_one_line(tmp_path, capsys, monkeypatch, algo):
+    """The actor squashes into the Box: with infinite bounds its actions were NaN, sent to
+    the env without a word. Now the run stops before its folder exists."""
+    from rlamd.train import main
+
+    (tmp_path / "unbounded_env.py").write_text(UNBOUNDED_ENV)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    logdir = tmp_path / "runs"
+    assert main(["unbounded_env:make_env", "--algo", algo, "--logdir", str(logdir)]) == 2
+    err = capsys.readouterr().err
+    assert f"train.algo='{algo}' ({algo} squashes its actions into the Box and " in err
+    assert "accepted: an env whose action Box has finite low and high" in err
+    assert err.count("\n") == 1 and not logdir.exists()
 
 
 @pytest.mark.slow

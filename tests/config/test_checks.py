@@ -67,9 +67,19 @@ CASES = {
             {"dqn": {"eps_start": "0.1", "eps_end": "0.5"}},
             "dqn.eps_end=0.5 (more than dqn.eps_start=0.1",
         ),
+    ],
+    "beta_anneals_up": [
         (
             {"dqn": {"beta_start": "0.6", "beta_end": "0.4"}},
             "dqn.beta_end=0.4 (less than dqn.beta_start=0.6",
+        ),
+        (  # every replay's rule: SAC's and TD3's sections have the same schedule
+            {"train": {"algo": "sac"}, "sac": {"beta_start": "0.9", "beta_end": "0.1"}},
+            "sac.beta_end=0.1 (less than sac.beta_start=0.9",
+        ),
+        (
+            {"train": {"algo": "td3"}, "td3": {"beta_start": "0.9", "beta_end": "0.1"}},
+            "td3.beta_end=0.1 (less than td3.beta_start=0.9",
         ),
     ],
     "atari_frames": [
@@ -404,3 +414,23 @@ def test_training_command_stops_with_one_line_and_no_run_folder(tmp_path, capsys
     assert err.startswith(start), err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert not logdir.exists() or not any(logdir.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "tail"),
+    [
+        ("--algo", "sax", "'sax'; accepted: dqn, ppo, sac, td3. Did you mean sac?"),
+        ("--precision", "fp61", "'fp61'; accepted: auto, fp32, bf16, fp16. Did you mean fp16?"),
+        ("--graph", "zzz", "'zzz'; accepted: "),
+    ],
+)
+def test_a_flags_unknown_choice_names_the_accepted_ones_and_the_nearest(capsys, flag, value, tail):
+    """argparse alone says "invalid choice" and lists the choices: rlamd's refusal also
+    names the nearest one, as ``--set train.algo=sax`` does."""
+    from rlamd.train import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["cartpole", flag, value])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last.startswith(f"python -m rlamd.train: error: argument {flag}: {tail}"), last

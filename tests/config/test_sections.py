@@ -146,6 +146,21 @@ def test_an_old_config_file_and_old_set_items_still_work(tmp_path, capsys):
     assert resolve({}, config_file=str(path), sets=["dqn.chunk_steps=4"]).dqn.chunk_steps == 4
 
 
+def test_fit_settings_at_the_old_place_are_read_at_the_new_one(capsys):
+    """``rlamd.fit(settings={"ray.chunk_steps": 16})`` works as ``--set`` does: read at
+    ``dqn.chunk_steps``, with the one-line note (the settings go in as flags)."""
+    from rlamd.api import _layers
+
+    given = {"ray.chunk_steps": 16, "ray": {"ship_frames": False}}
+    cfg = resolve(_layers(given, {"env": "cartpole"}))
+    assert cfg.dqn.chunk_steps == 16 and cfg.dqn.ship_frames is False
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (
+        "rlamd: note: settings: ray.chunk_steps is now dqn.chunk_steps, "
+        "ray.ship_frames is now dqn.ship_frames (read there)"
+    )
+
+
 def test_resuming_an_old_checkpoint_notes_the_move_once(capsys):
     saved = _old_style(RunConfig(train=TrainConfig(env="cartpole")))
     cfg = resolve({}, saved=saved)

@@ -160,6 +160,16 @@ def test_set_fills_sections_with_types():
 
 
 @pytest.mark.parametrize(
+    ("text", "want"),
+    [("none", ()), ("", ()), ("[]", ()), ("[64, 32]", (64, 32)), ("(8,)", (8,)), ("16", (16,))],
+)
+def test_layer_sizes_read_as_the_checks_message_says(text, want):
+    """The hidden-sizes rule says "none for a linear model": ``--set dqn.hidden=none`` is
+    read so, as are the bracketed lists that Python and TOML print."""
+    assert apply_overrides(DQNConfig(), "dqn", {"hidden": text}).hidden == want
+
+
+@pytest.mark.parametrize(
     ("items", "message"),
     [
         (

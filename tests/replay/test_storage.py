@@ -160,6 +160,47 @@ def test_state_dict_round_trip_with_and_without_contents():
         PrioritizedReplayBuffer(200, 2, (2,)).load_state_dict(a.state_dict())
 
 
+@pytest.mark.parametrize("frame_stack", [1, 2])
+def test_ended_episodes_of_a_restored_replay_never_join_the_next_ones(frame_stack):
+    """A resumed run resets its envs: the restored replay's episodes in progress are
+    abandoned (``end_episodes``), so no n-step return, next observation or frame stack of
+    a saved transition reaches into the new episode."""
+    shape = (frame_stack, 1) if frame_stack > 1 else (1,)
+
+    def obs(value: float) -> np.ndarray:
+        return np.full((1, *shape), value, np.float32)
+
+    def buffer() -> ReplayBuffer:
+        return ReplayBuffer(
+            20, 1, shape, torch.float32, n_step=3, gamma=0.5, frame_stack=frame_stack,
+            num_actions=2,
+        )  # fmt: skip
+
+    no = np.zeros(1, bool)
+    a = buffer()
+    for t in range(4):  # an episode in progress: observations 1..4, reward 1 each
+        a.add(obs(t + 1.0), np.zeros(1, np.int64), np.ones(1, np.float32), no, no)
+    b = buffer()
+    b.load_state_dict(a.state_dict())
+    b.storage.end_episodes()
+    for t in range(6):  # the resumed run's new episode: observations 100.., reward 10 each
+        b.add(obs(100.0 + t), np.zeros(1, np.int64), np.full(1, 10.0, np.float32), no, no)
+    st = b.storage
+    index = torch.from_numpy(st.active_indices())
+    window = st.window(index)
+    first = st.stacks(index)[:, -1, 0] if frame_stack > 1 else st.stacks(index)[:, 0]
+    after = st.stacks(window.next_index)
+    after = after[:, -1, 0] if frame_stack > 1 else after[:, 0]
+    old, new = first < 100, first >= 100
+    assert first[old].tolist() == [1.0] and after[old].tolist() == [4.0]  # obs 2-4: abandoned
+    assert window.returns[old].tolist() == [1.75]
+    assert first[new].tolist() == [100.0, 101.0, 102.0] and (after[new] >= 103).all()
+    assert window.returns[new].tolist() == [17.5] * 3
+    if frame_stack > 1:  # the new episode's first stack holds no frame of the old one
+        stacked = st.stacks(index[new])[:, 0, 0]
+        assert stacked.tolist() == [0.0, 100.0, 101.0]
+
+
 def test_clear_errors():
     with pytest.raises(ValueError, match="capacity=0"):
         ReplayBuffer(0, 1, (2,))
