@@ -88,6 +88,7 @@ def test_unknown_suite_names_the_nearest(capsys):
     assert "Did you mean 'replay'" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a bench suite's smoke run: Breakout actors, two processes
 def test_without_ray_rollout_runs_in_process_and_allreduce_between_processes(monkeypatch):
     import sys
 
@@ -122,6 +123,7 @@ def test_contention_neighbour_is_always_killed():
         assert idle is None
 
 
+@pytest.mark.slow  # the contention bench's child: two training loops timed
 def test_contention_child_measures_the_training_loop():
     """What a condition's child builds and times (``--serve``): rlamd's loop, in windows."""
     import torch

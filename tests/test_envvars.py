@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -95,10 +96,12 @@ def test_bad_thread_variables_leave_help_working_and_refuse_training(tmp_path):
     """Regression: NUMBA_NUM_THREADS=0 broke even `--help` (numba raised at import), and
     OMP_NUM_THREADS=abc made libgomp print a warning from inside torch's import."""
     bad = {"NUMBA_NUM_THREADS": "0", "OMP_NUM_THREADS": "abc", "GOMP_SPINCOUNT": "-5"}
-    helped = _cli(["--help"], **bad)
+    with ThreadPoolExecutor(2) as pool:  # the two commands side by side
+        helping = pool.submit(_cli, ["--help"], **bad)
+        refusing = pool.submit(_cli, ["cartpole", "--logdir", str(tmp_path)], **bad)
+        helped, refused = helping.result(), refusing.result()
     assert helped.returncode == 0 and "--resume" in helped.stdout
     assert "libgomp" not in helped.stderr and "Traceback" not in helped.stderr
-    refused = _cli(["cartpole", "--logdir", str(tmp_path)], **bad)
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: NUMBA_NUM_THREADS='0' (environment variable")
     assert len(refused.stderr.strip().splitlines()) == 1
