@@ -188,7 +188,7 @@ def test_an_auto_sized_saved_replay_resumes_at_its_saved_size(tmp_path, capsys, 
     common = ["--logdir", str(tmp_path), "--eval-every", "0", "--no-tensorboard"]
     args = ["cartpole", "--run-name", "a", "--steps", "300", "--save-replay", *common]
     assert main([*args, "--set", "dqn.buffer_size=auto", "--set", "dqn.learning_starts=200"]) == 0
-    first = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    first = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
     size = first["replay"]["storage"]["capacity"]
     assert size < 1_000_000  # sized by the free memory, not the 1M cap
     monkeypatch.setattr(dqn_algo, "free_memory", lambda device: 7 * 2**20)  # 1 MiB less
@@ -196,5 +196,5 @@ def test_an_auto_sized_saved_replay_resumes_at_its_saved_size(tmp_path, capsys, 
     assert main(["--resume", str(tmp_path / "a"), "--steps", "400", *common]) == 0
     out = capsys.readouterr().out
     assert "replay restored from the checkpoint" in out
-    final = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    final = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
     assert final["step"] == 400 and final["replay"]["storage"]["capacity"] == size

@@ -265,17 +265,22 @@ def register_section(name: str, kind: type, moved: dict[str, str] | None = None)
 def _check_moved(name: str, moved: dict[str, str]) -> None:
     """Refuse an old place that another section reads already, or that is a setting of
     a section today: taking it would change what old files and checkpoints mean."""
+    accepted = f"; accepted: an old SECTION.KEY no section has or reads, moved to {name}.KEY"
     for old, new in moved.items():
         section, key = old.split(".", 1)
         if new.split(".", 1)[0] != name:
-            raise ValueError(f"section {name!r}: moved key {old} -> {new} points outside {name}")
+            raise ValueError(
+                f"section {name!r}: moved key {old} -> {new} points outside {name}{accepted}"
+            )
         if MOVED_KEYS.get(old, new) != new:
             raise ValueError(
-                f"section {name!r}: moved key {old} is read as {MOVED_KEYS[old]} already"
+                f"section {name!r}: moved key {old} is read as {MOVED_KEYS[old]} already{accepted}"
             )
         live = SECTION_TYPES.get(section)
         if live is not None and key in {f.name for f in dataclasses.fields(live)}:
-            raise ValueError(f"section {name!r}: moved key {old} is a setting of [{section}]")
+            raise ValueError(
+                f"section {name!r}: moved key {old} is a setting of [{section}]{accepted}"
+            )
 
 
 def unregister_section(name: str) -> None:
