@@ -37,7 +37,7 @@ from rlamd.algos import build_agent, get_algorithm
 from rlamd.checkpoint import find_checkpoint, load_checkpoint
 from rlamd.config.errors import ConfigError
 from rlamd.config.layers import resolve
-from rlamd.config.sections import RunConfig
+from rlamd.config.sections import ALGORITHM_SECTIONS, RunConfig
 from rlamd.config.sources import parse_set
 from rlamd.device import resolve_device
 from rlamd.envs import ObsTransform, make_env, parse_env_id, probe_env, register_factory
@@ -112,8 +112,11 @@ def _layers(settings: Mapping[str, Any] | None, train: dict[str, Any]) -> dict[s
             flat.update({f"{key}.{name}": v for name, v in value.items()})
         else:
             flat[key] = value
+    algo = next((str(flat[k]) for k in ("train.algo", "algo") if k in flat), train.get("algo"))
     for key, value in flat.items():
-        ((section, names),) = parse_set([f"{key}=0"], defaults).items()
+        ((section, names),) = parse_set(
+            [f"{key}=0"], defaults, algo=algo, algorithms=ALGORITHM_SECTIONS
+        ).items()
         layers.setdefault(section, {})[next(iter(names))] = value
     return layers
 

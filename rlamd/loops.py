@@ -84,8 +84,8 @@ class OffPolicyLoop:
         self.schedule = self.cfg = schedule
         """(``cfg``: the name the DQN benchmarks read.)"""
         self.total_steps, self.step = total_steps, step
-        self._per_step = collector.num_envs / schedule.train_frequency
-        self._credit = 0.0
+        self._credit = 0
+        """Env steps not yet paid for by an update (an integer, so the cadence never drifts)."""
         self._min_fill = schedule.batch_size
         self.overlap = collector.device.type == "cuda" and collector.env.can_overlap
         """Learn while the envs step: on a GPU, where the CPU would otherwise wait; on a
@@ -107,22 +107,22 @@ class OffPolicyLoop:
             buffer.add(obs, s.actions, s.reward, s.terminated, s.done, s.final_obs)
         self.step += self.collector.num_envs
         if self.step >= cfg.learning_starts and len(buffer) >= self._min_fill:
-            self._credit += self._per_step
+            self._credit += self.collector.num_envs
         if not self.overlap:
             self._learn()
         return [s]
 
     def _learn(self) -> None:
         """The updates the credit allows (``num_envs / train_frequency`` per vector step)."""
-        if self._credit < 1.0:
-            return
         cfg = self.schedule
+        if self._credit < cfg.train_frequency:
+            return
         learning = cfg.learning(self.step, self.total_steps)
         # The one learn step on every device (a captured graph on GPUs, eager here).
-        while self._credit >= 1.0:
+        while self._credit >= cfg.train_frequency:
             with span("learn"):
                 self.agent.learn(self.buffer, cfg.batch_size, *learning)
-            self._credit -= 1.0
+            self._credit -= cfg.train_frequency
 
     @property
     def learning_starts(self) -> int:
@@ -170,19 +170,28 @@ class OffPolicyLoop:
         return {**self.schedule.charts(self.step, self.total_steps), **self.agent.read_metrics()}
 
     def state_dict(self, include_replay: bool) -> dict:
-        return {"replay": self.buffer.state_dict(include_contents=include_replay)}
+        return {
+            "replay": self.buffer.state_dict(include_contents=include_replay),
+            "credit": self._credit,
+        }
 
     def load_state_dict(self, state: dict) -> list[str]:
-        """Restore the replay; a replay saved without its contents is refilled to
-        ``learning_starts`` transitions before the updates go on (exploration keeps its
-        step), so the first updates do not overfit a few thousand new transitions."""
+        """Restore the replay and the update credit (so ``train_frequency`` keeps its
+        phase); a replay saved without its contents is refilled to ``learning_starts``
+        transitions before the updates go on (exploration keeps its step), so the first
+        updates do not overfit a few thousand new transitions."""
+        cfg = self.schedule
         replay = state.get("replay")
         if replay is not None:
             self.buffer.load_state_dict(replay)
             self.buffer.storage.end_episodes()  # the resumed run resets its envs
         if len(self.buffer):
+            # What was owed when it was saved (checkpoints before 2026-12-08 lack it): at
+            # most one vector step's worth beyond an update (a GPU pays at the next step).
+            carry = cfg.train_frequency - 1 + self.collector.num_envs
+            self._credit = min(int(state.get("credit", 0)), carry)
             return [f"rlamd: replay restored from the checkpoint: {len(self.buffer):,} transitions"]
-        cfg = self.schedule
+        self._credit = 0  # nothing is owed to an empty replay
         self._min_fill = max(cfg.batch_size, min(cfg.learning_starts, self.buffer.capacity))
         return [
             "rlamd: the checkpoint holds no replay contents (the run had no --save-replay); "

@@ -60,7 +60,7 @@ def test_training_stops_before_the_run_folder_when_the_replay_cannot_fit(
     assert not (tmp_path / "r").exists()
 
 
-def _loop(learning_starts: int):
+def _loop(learning_starts: int, train_frequency: int = 1):
     from rlamd.algos import build_agent, get_algorithm
     from rlamd.collector import Collector
     from rlamd.envs import make_env
@@ -78,7 +78,7 @@ def _loop(learning_starts: int):
                 "buffer_size": 5_000,
                 "batch_size": 16,
                 "learning_starts": learning_starts,
-                "train_frequency": 1,
+                "train_frequency": train_frequency,
             },
         }
     )
@@ -90,7 +90,8 @@ def _loop(learning_starts: int):
 
 def test_resume_without_saved_replay_refills_before_updating_and_says_so():
     loop, agent = _loop(learning_starts=200)
-    said = loop.load_state_dict({"replay": loop.buffer.state_dict(include_contents=False)})
+    saved = {"replay": loop.buffer.state_dict(include_contents=False), "credit": 4}
+    said = loop.load_state_dict(saved)  # a GPU's checkpoint may owe updates: none are paid
     assert "no replay contents" in said[0] and "200 transitions" in said[0]
     while len(loop.buffer) < 150:
         loop.iterate()
@@ -113,6 +114,27 @@ def test_resume_with_saved_replay_says_it_came_back():
     restored = other.buffer.storage  # its episodes in progress end: the envs were reset
     assert not restored._pending.any() and restored._next_first.all()
     assert loop.buffer.storage._pending.any()
+    loop.collector.close()
+    other.collector.close()
+
+
+def test_a_resume_keeps_the_update_phase_of_train_frequency():
+    # 4 envs, an update every 3 env steps: 4/3 updates per vector step, so the loop
+    # carries a fraction of an update from one step to the next.
+    loop, agent = _loop(learning_starts=0, train_frequency=3)
+    for _ in range(40):
+        loop.iterate()
+        if agent.updates and loop._credit == 2:
+            break
+    assert loop._credit == 2
+    state = loop.state_dict(include_replay=True)
+    other, resumed = _loop(learning_starts=0, train_frequency=3)
+    other.load_state_dict(state)
+    before = (agent.updates, resumed.updates)
+    loop.iterate()
+    other.iterate()
+    assert agent.updates - before[0] == 2  # 2 env steps owed, 4 more: 6 = two updates
+    assert resumed.updates - before[1] == 2
     loop.collector.close()
     other.collector.close()
 

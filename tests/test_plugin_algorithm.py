@@ -202,6 +202,11 @@ def register_tiny() -> None:
     register(TINY)
 
 
+def register_a_new_tiny() -> None:
+    """An entry that builds its algorithm anew on each call."""
+    register(TinyAlgorithm())
+
+
 # ---------------------------------------------------------------------- the commands
 def _command(module: str, *args: str, plugin: str | None = PLUGIN) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != PLUGINS_VARIABLE}
@@ -364,11 +369,12 @@ def test_the_run_wide_rules_and_the_algorithms_check_apply_to_a_plugin(tiny):
         resolve(given, sets=["tiny.x=300"])  # its check: 512 steps / 2 envs
     with pytest.raises(ConfigError, match=r"Did you mean tiny\.x\?"):
         resolve(given, sets=["tiny.xx=1"])
+    assert resolve(given, sets=["gamma=0.9"]).tiny.gamma == 0.9  # the run's algorithm's
     with pytest.raises(
         ConfigError,
-        match=r"accepted: dqn\.gamma or ppo\.gamma or sac\.gamma or td3\.gamma or tiny\.gamma$",
+        match=r"accepted: dqn\.learning_starts or sac\.learning_starts or td3\.learning_starts$",
     ):
-        resolve(given, sets=["gamma=0.9"])
+        resolve(given, sets=["learning_starts=9"])  # tiny has none: say which
 
 
 def test_a_name_is_registered_once(tiny):
@@ -382,6 +388,22 @@ def test_a_name_is_registered_once(tiny):
         with pytest.raises(ValueError, match=repr(name)):
             register(clash)
         assert name not in ALGORITHMS
+
+
+def test_a_plugin_named_by_the_variable_and_its_entry_point_loads_once(monkeypatch):
+    from importlib.metadata import EntryPoint
+
+    import rlamd.algos
+
+    spec = "tests.test_plugin_algorithm:register_a_new_tiny"
+    ep = EntryPoint(name="tiny", value=spec.replace(":", " : "), group=rlamd.algos.ENTRY_POINTS)
+    monkeypatch.setattr(rlamd.algos, "entry_points", lambda group: [ep])
+    monkeypatch.setattr(rlamd.algos, "_plugin_errors", [])
+    try:
+        rlamd.algos.load_plugins(f" {spec} ")
+        assert rlamd.algos._plugin_errors == [] and "tiny" in ALGORITHMS
+    finally:
+        unregister("tiny")
 
 
 def test_unregistering_takes_the_section_away():

@@ -379,3 +379,17 @@ def test_a_trial_stopped_after_training_only_evaluates_when_it_resumes(tmp_path)
     again = [*args[:5], "--steps", "128"]  # --steps given: rlamd.train itself decides
     more = subprocess.run([sys.executable, *again], capture_output=True, text=True, timeout=300)
     assert more.returncode == 2 and "nothing is left to train" in more.stderr
+
+
+def test_a_note_on_the_base_settings_is_said_once_and_the_plugin_variable_goes_to_trials(
+    capsys, monkeypatch
+):
+    from rlamd.algos import PLUGINS_VARIABLE
+
+    monkeypatch.delenv(PLUGINS_VARIABLE, raising=False)
+    base = Base({"train": {"env": "cartpole", "algo": "ppo", "steps": 4096}}, sets=("dqn.lr=1",))
+    p = plan(["cartpole"], base, grid=parse_grid(["ppo.lr=1e-4,3e-4,1e-3"]))
+    assert capsys.readouterr().err.count("dqn.lr ignored: this run trains ppo") == 1
+    assert p.job["env_vars"] == {}
+    monkeypatch.setenv(PLUGINS_VARIABLE, "my_algos")
+    assert plan(["cartpole"], CARTPOLE).job["env_vars"] == {PLUGINS_VARIABLE: "my_algos"}

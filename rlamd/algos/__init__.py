@@ -112,12 +112,27 @@ def load_plugins(spec: str | None = None, *, installed: bool = True) -> None:
     with ``installed``, the entry points of :data:`ENTRY_POINTS`. A failure is kept and
     said by :func:`get_algorithm`, never raised here."""
     spec = os.environ.get(PLUGINS_VARIABLE, "") if spec is None else spec
+    seen: set[str] = set()  # one plugin named twice (the variable and its entry point) loads once
     for item in (s.strip() for s in spec.split(",")):
-        if item:
+        if item and _first(item, seen):
             _load(f"{PLUGINS_VARIABLE}={item}", lambda item=item: _import(item))
     if installed:
         for ep in entry_points(group=ENTRY_POINTS):
-            _load(f"entry point {ep.name} = {ep.value} ({ENTRY_POINTS})", ep.load)
+            try:
+                spec = f"{ep.module}:{ep.attr or ''}"
+            except AttributeError:  # a value that is no MODULE[:ATTR]: _load says so
+                spec = ep.value
+            if _first(spec, seen):
+                _load(f"entry point {ep.name} = {ep.value} ({ENTRY_POINTS})", ep.load)
+
+
+def _first(spec: str, seen: set[str]) -> bool:
+    """Whether ``MODULE[:FUNCTION]`` is new to ``seen`` (and now in it)."""
+    module, _, function = spec.partition(":")
+    key = f"{module.strip()}:{function.strip()}"
+    new = key not in seen
+    seen.add(key)
+    return new
 
 
 def which(*takes: str, on_ray: bool = False) -> str:

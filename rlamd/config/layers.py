@@ -17,7 +17,14 @@ from rlamd.algos import get_algorithm
 
 from .checks import check_run
 from .errors import ConfigError, bad_setting
-from .sections import SECTION_TYPES, RunConfig, TrainConfig, move_keys, moved_note
+from .sections import (
+    ALGORITHM_SECTIONS,
+    SECTION_TYPES,
+    RunConfig,
+    TrainConfig,
+    move_keys,
+    moved_note,
+)
 from .sources import load_toml, parse_set
 from .values import apply_overrides, coerce_all
 
@@ -36,12 +43,12 @@ def _merge(base: Layers, extra: Layers) -> None:
         base.setdefault(section, {}).update(values)
 
 
-def _moved(layers: Layers, where: str) -> Layers:
+def _moved(layers: Layers, where: str, notes: bool = True) -> Layers:
     """``layers`` with settings named at their old place moved to their new one, and one
     line on stderr saying so (:data:`rlamd.config.sections.MOVED_KEYS`)."""
     layers = {section: dict(values) for section, values in layers.items()}
     found = move_keys(layers)
-    if found:
+    if found and notes:
         print(moved_note(where, found), file=sys.stderr, flush=True)
     return layers
 
@@ -77,12 +84,44 @@ def _preset(given: Layers) -> Layers:
     return algo.presets.get(family, {})
 
 
+def _algo_named(layers: list[Layers], sets: list[str]) -> str:
+    """The algorithm the run trains, as far as the layers and ``--set`` items say (the
+    last one naming it wins), for bare ``--set`` keys that several algorithms have."""
+    algo = TrainConfig.algo
+    for layer in layers:
+        algo = layer.get("train", {}).get("algo", algo)
+    for item in sets:
+        key, _, value = item.partition("=")
+        if key.strip() in ("algo", "train.algo"):
+            algo = value.strip()
+    return str(algo)
+
+
+def _note_other_algorithms(layers: Layers, where: str, algo: str) -> None:
+    """One line on stderr for settings of an algorithm the run does not train: only the
+    run's own section is read, so ``--algo sac --set td3.lr=...`` would do nothing."""
+    others = [
+        f"{section}.{key}"
+        for section, values in layers.items()
+        if section in ALGORITHM_SECTIONS and section != algo
+        for key in values
+    ]
+    if others:
+        print(
+            f"rlamd: note: {where}: {', '.join(others)} ignored: this run trains {algo}, which "
+            f"reads only its own {algo}.* settings",
+            file=sys.stderr,
+            flush=True,
+        )
+
+
 def resolve(
     flags: Layers,
     *,
     config_file: str | None = None,
     sets: list[str] | None = None,
     saved: Layers | None = None,
+    notes: bool = True,
 ) -> RunConfig:
     """The run's :class:`RunConfig`.
 
@@ -91,6 +130,7 @@ def resolve(
         config_file: a TOML file of ``[section]`` tables.
         sets: ``--set section.key=value`` items.
         saved: a checkpoint's saved settings (on ``--resume``).
+        notes: say on stderr what moved or is ignored (off for a sweep's repeated checks).
 
     Raises:
         ConfigError: any unknown key or invalid value, with what is accepted.
@@ -99,10 +139,17 @@ def resolve(
     given: Layers = {}
     if config_file:
         _merge(given, _from_file(config_file, defaults))
-    _merge(given, _moved(flags, "settings"))  # rlamd.fit(settings=...) may name old places
-    _merge(given, _moved(parse_set(sets or [], defaults), "--set"))
+    _merge(given, _moved(flags, "settings", notes))  # rlamd.fit(settings=...) may name old places
+    algo = _algo_named([saved or {}, given], sets or [])
+    if algo not in ALGORITHM_SECTIONS:
+        get_algorithm(algo)  # refused here, naming the nearest, before any bare key
+    named = parse_set(sets or [], defaults, algo=algo, algorithms=ALGORITHM_SECTIONS)
+    _merge(given, _moved(named, "--set", notes))
+    if notes:
+        _note_other_algorithms(flags, "settings", algo)
+        _note_other_algorithms(named, "--set", algo)
     layers: Layers = {}
-    _merge(layers, _moved(saved, "the checkpoint") if saved is not None else _preset(given))
+    _merge(layers, _moved(saved, "the checkpoint", notes) if saved is not None else _preset(given))
     _merge(layers, given)
     cfg = RunConfig(
         **{

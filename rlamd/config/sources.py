@@ -1,7 +1,7 @@
 """Where settings come from as text: ``--set`` items and TOML files (and back to TOML).
 
 ``--set dqn.lr=1e-4`` names a field with its section; ``--set lr=1e-4`` works when only
-one section has that field. A config file holds ``[train]``, ``[dqn]``, ... tables; what
+one section has that field, or only algorithms' sections and the run's algorithm's is one. A config file holds ``[train]``, ``[dqn]``, ... tables; what
 :func:`to_toml` writes, :func:`load_toml` reads back to the same settings.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,18 @@ else:  # pragma: no cover
 __all__ = ["load_toml", "parse_set", "to_toml"]
 
 
-def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str, str]]:
+def parse_set(
+    items: list[str],
+    sections: dict[str, Any],
+    *,
+    algo: str | None = None,
+    algorithms: Collection[str] = (),
+) -> dict[str, dict[str, str]]:
     """``["dqn.lr=1e-4", "steps=5000"]`` -> ``{"dqn": {"lr": "1e-4"}, "train": {...}}``.
+
+    A bare key that several algorithm sections (``algorithms``) have and no other section
+    has is the run's algorithm's (``algo``) when it is one of them: ``--algo sac --set
+    lr=1e-3`` sets ``sac.lr``.
 
     Raises:
         ConfigError: an item without ``=``, an unknown section, or a bare key that no
@@ -51,36 +62,43 @@ def parse_set(items: list[str], sections: dict[str, Any]) -> dict[str, dict[str,
                     close=f"{close}.{name}" if close else None,
                 )
         else:
-            owners = [
-                s for s, obj in sections.items() if key in {f.name for f in dataclasses.fields(obj)}
-            ]
-            if len(owners) > 1:
-                raise bad_setting(
-                    "",
-                    key,
-                    value,
-                    " or ".join(f"{s}.{key}" for s in owners),
-                    why=f"{', '.join(owners)} all have '{key}'; say which",
-                )
-            if not owners:
-                every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
-                near = closest(key, every)
-                full = [
-                    f"{s}.{near}"
-                    for s, o in sections.items()
-                    if near in {f.name for f in dataclasses.fields(o)}
-                ]
-                raise bad_setting(
-                    "",
-                    key,
-                    value,
-                    "SECTION.KEY names listed by --help",
-                    why="no such setting",
-                    close=" or ".join(dict.fromkeys(full)) or None,
-                )
-            section, name = owners[0], key
+            section, name = _owner(key, value, sections, algo, algorithms), key
         out.setdefault(section, {})[name] = value
     return out
+
+
+def _owner(
+    key: str, value: str, sections: dict[str, Any], algo: str | None, algorithms: Collection[str]
+) -> str:
+    """The section of a bare ``--set`` key (see :func:`parse_set`)."""
+    owners = [s for s, obj in sections.items() if key in {f.name for f in dataclasses.fields(obj)}]
+    if algo in owners and set(owners) - {algo} <= set(algorithms):
+        return algo
+    if len(owners) > 1:
+        raise bad_setting(
+            "",
+            key,
+            value,
+            " or ".join(f"{s}.{key}" for s in owners),
+            why=f"{', '.join(owners)} all have '{key}'; say which",
+        )
+    if not owners:
+        every = [f.name for o in sections.values() for f in dataclasses.fields(o)]
+        near = closest(key, every)
+        full = [
+            f"{s}.{near}"
+            for s, o in sections.items()
+            if near in {f.name for f in dataclasses.fields(o)}
+        ]
+        raise bad_setting(
+            "",
+            key,
+            value,
+            "SECTION.KEY names listed by --help",
+            why="no such setting",
+            close=" or ".join(dict.fromkeys(full)) or None,
+        )
+    return owners[0]
 
 
 def load_toml(path: str | Path, sections: dict[str, Any]) -> dict[str, dict[str, Any]]:

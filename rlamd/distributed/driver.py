@@ -34,7 +34,7 @@ from ray.exceptions import ActorUnavailableError, ObjectLostError, RayActorError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from rlamd.algos import build_agent, get_algorithm
+from rlamd.algos import PLUGINS_VARIABLE, build_agent, get_algorithm
 from rlamd.algos.base import Policy
 from rlamd.config.errors import ConfigError
 from rlamd.config.sections import RunConfig
@@ -46,6 +46,7 @@ from .host import DRIVERS
 from .plan import (
     LearnerFailed,
     WorkersFailed,
+    actor_options,
     fmt_resources,
     learner_device_spec,
     plan_layout,
@@ -152,6 +153,7 @@ class RayEngine:
                     max_restarts=0,
                     name=f"rlamd-learner-{r}-{tag}",
                     scheduling_strategy=PlacementGroupSchedulingStrategy(lg, r),
+                    **actor_options((PLUGINS_VARIABLE,)),
                 ).remote(self.cfg, r, L, spec, streams)
             )
         for w in range(W):
@@ -162,6 +164,7 @@ class RayEngine:
                     max_task_retries=0,
                     name=f"rlamd-worker-{w}-{tag}",
                     scheduling_strategy=PlacementGroupSchedulingStrategy(wg, w),
+                    **actor_options((PLUGINS_VARIABLE,)),
                 ).remote(self.cfg, w)
             )
         addr, port = ray.get(self.learners[0].rendezvous.remote())

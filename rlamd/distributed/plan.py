@@ -5,6 +5,7 @@ The ``[ray]`` settings themselves are :class:`rlamd.config.sections.RayConfig`.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rlamd.config.errors import ConfigError
@@ -15,6 +16,7 @@ __all__ = [
     "LearnerFailed",
     "RunFailed",
     "WorkersFailed",
+    "actor_options",
     "fmt_resources",
     "learner_device_spec",
     "plan_layout",
@@ -35,6 +37,15 @@ class LearnerFailed(RunFailed):
 
 class WorkersFailed(RunFailed):
     """Rollout workers died more often than ``ray.max_worker_restarts`` allows."""
+
+
+def actor_options(names: tuple[str, ...]) -> dict[str, Any]:
+    """The ``.options()`` that pass this process's environment variables ``names`` (those
+    set) to an actor: Ray merges these ``env_vars`` into the job's own runtime env, so a
+    worker on another node sees them too (a local cluster's workers inherit them anyway).
+    The driver passes ``RLAMD_PLUGINS``, so a plugin algorithm loads in every actor."""
+    found = {name: os.environ[name] for name in names if os.environ.get(name, "").strip()}
+    return {"runtime_env": {"env_vars": found}} if found else {}
 
 
 def learner_device_spec(train_device: str, gpus: float) -> str:

@@ -26,9 +26,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from rlamd.algos import PLUGINS_VARIABLE
 from rlamd.config import ConfigError, parse_set
 from rlamd.config.errors import closest
-from rlamd.config.sections import RunConfig
+from rlamd.config.sections import ALGORITHM_SECTIONS, RunConfig
 from rlamd.envs import parse_env_id
 from rlamd.rundir import RunFolder, claim, hold
 from rlamd.storage import write_text_atomic
@@ -53,9 +54,10 @@ def _choose(flag: str, value: str, accepted: tuple[str, ...]) -> str:
     return value
 
 
-def _check_owned(base: Base) -> None:
+def _check_owned(base: Base, algo: str) -> None:
     """Refuse ``--set`` items and flags for what the sweep sets in each trial."""
-    given = parse_set(list(base.sets), RunConfig().sections())
+    sections = RunConfig().sections()
+    given = parse_set(list(base.sets), sections, algo=algo, algorithms=ALGORITHM_SECTIONS)
     for section, names in given.items():
         for name in names:
             if f"{section}.{name}" in OWNED:
@@ -109,15 +111,10 @@ def plan(
     Raises: ConfigError: a bad setting, grid or sample value, option or resource.
     """
     grid, sample = grid or {}, sample or {}
-    _check_owned(base)
     cfg = base.resolve()
+    _check_owned(base, cfg.train.algo)
     search = _check_options(cfg, bool(sample), search, scheduler, metric, mode)
-    for flag, value, low in (
-        ("--cpus-per-trial", cpus_per_trial, 0.01),
-        ("--gpus-per-trial", gpus_per_trial, 0.0),
-    ):
-        if not (value >= low and value == value):
-            raise ConfigError(f"{flag} {value!r}; accepted: a number >= {low}")
+    _check_resources(cpus_per_trial, gpus_per_trial)
     seed_list = parse_seeds(seeds, cfg.train.seed)
     # Optuna draws its own values: one configuration here checks every value given
     drawn = configurations(base, grid, sample, 1 if search == "optuna" else samples, sample_seed)
@@ -135,6 +132,7 @@ def plan(
         "eval_episodes": cfg.train.eval_episodes,
         "cwd": str(Path.cwd()),
         "python": sys.executable,
+        "env_vars": {k: v for k, v in os.environ.items() if k == PLUGINS_VARIABLE and v.strip()},
     }
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Plan(
@@ -145,6 +143,15 @@ def plan(
         max_concurrent=max_concurrent, logdir=cfg.train.logdir,
         name=name or f"{slug}_{cfg.train.algo}_sweep_{stamp}",
     )  # fmt: skip
+
+
+def _check_resources(cpus_per_trial: float, gpus_per_trial: float) -> None:
+    for flag, value, low in (
+        ("--cpus-per-trial", cpus_per_trial, 0.01),
+        ("--gpus-per-trial", gpus_per_trial, 0.0),
+    ):
+        if not (value >= low and value == value):
+            raise ConfigError(f"{flag} {value!r}; accepted: a number >= {low}")
 
 
 def _ray():

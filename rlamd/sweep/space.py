@@ -57,7 +57,10 @@ class Base:
     def resolve(self, extra: Sequence[str] = ()) -> RunConfig:
         """The run's settings with ``extra`` ``--set`` items after the trial's own."""
         flags = {k: dict(v) for k, v in self.flags.items()}
-        return resolve(flags, config_file=self.config_file, sets=[*self.sets, *extra])
+        # the base's own notes are said once (by the plan), not for each checked value
+        return resolve(
+            flags, config_file=self.config_file, sets=[*self.sets, *extra], notes=not extra
+        )
 
 
 @dataclass(frozen=True)

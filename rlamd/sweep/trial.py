@@ -240,7 +240,9 @@ def _command(config: dict[str, Any], run_dir: Path) -> list[str]:
 
 def _start(job: dict[str, Any], args: list[str], log: Path) -> subprocess.Popen:
     """The child, its output appended to ``log``."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", PARENT_VAR: str(os.getpid())}
+    # the driver's plugin variable, for trials on other nodes (rlamd.sweep.driver.plan)
+    env = {**os.environ, **job.get("env_vars", {})}
+    env.update({"PYTHONUNBUFFERED": "1", PARENT_VAR: str(os.getpid())})
     log.parent.mkdir(parents=True, exist_ok=True)
     # On another node of a cluster the driver's folder and interpreter may not exist.
     python = job.get("python") if Path(job.get("python") or "").is_file() else None

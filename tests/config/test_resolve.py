@@ -86,3 +86,36 @@ def test_help_tells_the_truth():
     assert "setup.sh --ray" in flat and "pip install -e .[ray]" not in flat
     assert "acrobot" in flat and "mountaincar" in flat
     assert "default: breakout" not in flat
+
+
+def test_a_bare_key_several_algorithms_have_is_the_runs_algorithms(capsys):
+    from rlamd.api import _layers
+
+    assert resolve({"train": {"env": "cartpole", "algo": "ppo"}}, sets=["lr=1e-3"]).ppo.lr == 1e-3
+    named_later = resolve({"train": {"env": "Pendulum-v1"}}, sets=["hidden=8", "algo=td3"])
+    assert named_later.td3.hidden == (8,)
+    assert resolve({"train": {"env": "cartpole"}}, sets=["hidden=8"]).dqn.hidden == (8,)
+    saved = resolve({"train": {"env": "Pendulum-v1", "algo": "sac"}}).to_dict()
+    assert resolve({}, saved=saved, sets=["batch_size=64"]).sac.batch_size == 64  # on resume
+    fit = resolve(_layers({"gamma": 0.9}, {"env": "Pendulum-v1", "algo": "sac"}))
+    assert fit.sac.gamma == 0.9
+    named_in_settings = resolve(_layers({"algo": "sac", "lr": 1e-3}, {"env": "Pendulum-v1"}))
+    assert named_in_settings.sac.lr == 1e-3 and named_in_settings.ppo.lr != 1e-3
+    with pytest.raises(ConfigError, match=r"atari, env all have 'frame_stack'; say which"):
+        resolve({"train": {"env": "breakout"}}, sets=["frame_stack=2"])  # not algorithms
+    with pytest.raises(ConfigError, match=r"^train\.algo='ppoo'; .*Did you mean 'ppo'\?$"):
+        resolve({"train": {"env": "cartpole"}}, sets=["algo=ppoo", "lr=1e-3"])
+    assert "ignored" not in capsys.readouterr().err
+
+
+def test_another_algorithms_setting_is_said_to_do_nothing(capsys):
+    from rlamd.api import _layers
+
+    cfg = resolve({"train": {"env": "Pendulum-v1", "algo": "sac"}}, sets=["td3.lr=1e-3"])
+    assert cfg.sac.lr != 1e-3
+    assert capsys.readouterr().err == (
+        "rlamd: note: --set: td3.lr ignored: this run trains sac, which reads only its own "
+        "sac.* settings\n"
+    )
+    resolve(_layers({"dqn.lr": 1e-3, "sac.lr": 1e-3}, {"env": "Pendulum-v1", "algo": "sac"}))
+    assert "settings: dqn.lr ignored: this run trains sac" in capsys.readouterr().err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -157,3 +158,17 @@ def test_two_learner_processes_on_halves_match_one_learner_on_the_whole_batch(al
     before, one = whole_batch(algo)
     assert (one - before).abs().max() > 1e-3  # the updates moved the weights
     torch.testing.assert_close(two[0], one, rtol=1e-5, atol=1e-6)
+
+
+def test_the_driver_passes_the_plugin_variable_to_its_actors(monkeypatch):
+    from rlamd.algos import PLUGINS_VARIABLE
+    from rlamd.distributed.plan import actor_options
+
+    monkeypatch.delenv(PLUGINS_VARIABLE, raising=False)
+    assert actor_options((PLUGINS_VARIABLE,)) == {}  # the job's runtime env stays as it is
+    monkeypatch.setenv(PLUGINS_VARIABLE, "my_algos:register")
+    assert actor_options((PLUGINS_VARIABLE, "RLAMD_UNSET")) == {
+        "runtime_env": {"env_vars": {PLUGINS_VARIABLE: "my_algos:register"}}
+    }
+    driver = (Path(__file__).parents[2] / "rlamd" / "distributed" / "driver.py").read_text()
+    assert driver.count("**actor_options((PLUGINS_VARIABLE,))") == 2  # learners and workers
