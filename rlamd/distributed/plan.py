@@ -20,6 +20,7 @@ __all__ = [
     "fmt_resources",
     "learner_device_spec",
     "plan_layout",
+    "set_variables",
 ]
 
 
@@ -44,8 +45,13 @@ def actor_options(names: tuple[str, ...]) -> dict[str, Any]:
     set) to an actor: Ray merges these ``env_vars`` into the job's own runtime env, so a
     worker on another node sees them too (a local cluster's workers inherit them anyway).
     The driver passes ``RLAMD_PLUGINS``, so a plugin algorithm loads in every actor."""
-    found = {name: os.environ[name] for name in names if os.environ.get(name, "").strip()}
+    found = set_variables(names)
     return {"runtime_env": {"env_vars": found}} if found else {}
+
+
+def set_variables(names: tuple[str, ...]) -> dict[str, str]:
+    """This process's environment variables ``names`` that are set (and not blank)."""
+    return {name: os.environ[name] for name in names if os.environ.get(name, "").strip()}
 
 
 def learner_device_spec(train_device: str, gpus: float) -> str:

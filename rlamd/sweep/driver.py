@@ -30,6 +30,7 @@ from rlamd.algos import PLUGINS_VARIABLE
 from rlamd.config import ConfigError, parse_set
 from rlamd.config.errors import closest
 from rlamd.config.sections import ALGORITHM_SECTIONS, RunConfig
+from rlamd.distributed.plan import set_variables
 from rlamd.envs import parse_env_id
 from rlamd.rundir import RunFolder, claim, hold
 from rlamd.storage import write_text_atomic
@@ -132,7 +133,7 @@ def plan(
         "eval_episodes": cfg.train.eval_episodes,
         "cwd": str(Path.cwd()),
         "python": sys.executable,
-        "env_vars": {k: v for k, v in os.environ.items() if k == PLUGINS_VARIABLE and v.strip()},
+        "env_vars": set_variables((PLUGINS_VARIABLE,)),  # for trials on other nodes
     }
     stamp = time.strftime("%Y%m%d-%H%M%S")
     return Plan(
